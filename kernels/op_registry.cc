@@ -1,0 +1,125 @@
+#include "kernels/op_registry.h"
+
+#include <cstdlib>
+#include <iostream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "kernels/shape.h"
+#include "kernels/status_macros.h"
+
+namespace tensorops {
+namespace {
+
+std::string KnownOps(const std::vector<std::unique_ptr<OpDef>>& ops) {
+  std::vector<std::string> names;
+  for (const auto& op : ops) {
+    names.push_back(op->spec.aliases.empty()
+                        ? op->spec.name
+                        : absl::StrCat(op->spec.name, " (", absl::StrJoin(op->spec.aliases, ", "),
+                                       ")"));
+  }
+  return absl::StrJoin(names, ", ");
+}
+
+std::string TypeList(const std::vector<DType>& types) {
+  return absl::StrJoin(types, ", ", [](std::string* out, DType t) {
+    absl::StrAppend(out, DTypeName(t));
+  });
+}
+
+// The checks every op shares, driven by its OpSpec.
+absl::Status CheckAgainstSpec(const OpSpec& spec, absl::Span<const TensorView> inputs,
+                              const Attrs& attrs) {
+  if (inputs.size() != spec.inputs.size()) {
+    std::vector<std::string> names;
+    for (const InputSpec& in : spec.inputs) names.push_back(in.name);
+    return absl::InvalidArgumentError(absl::StrCat(
+        spec.name, ": expects ", spec.inputs.size(), " inputs (", absl::StrJoin(names, ", "),
+        "), got ", inputs.size()));
+  }
+  for (const auto& [name, value] : attrs) {
+    bool known = false;
+    for (const AttrSpec& a : spec.attrs) known = known || a.name == name;
+    if (!known) {
+      std::vector<std::string> names;
+      for (const AttrSpec& a : spec.attrs) names.push_back(a.name);
+      return absl::InvalidArgumentError(absl::StrCat(
+          spec.name, ": unknown attribute ", BoundedQuote(name), "; accepted: ",
+          names.empty() ? "none" : absl::StrJoin(names, ", ")));
+    }
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const InputSpec& in = spec.inputs[i];
+    const TensorView& t = inputs[i];
+    bool allowed = false;
+    for (DType d : in.types) allowed = allowed || d == t.dtype;
+    if (!allowed) {
+      return absl::InvalidArgumentError(absl::StrCat(spec.name, ": input '", in.name,
+                                                     "' (inputs[", i, "]) has type ",
+                                                     DTypeName(t.dtype), "; allowed: ",
+                                                     TypeList(in.types)));
+    }
+    const int64_t rank = t.rank();
+    if (rank < in.min_rank || (in.max_rank >= 0 && rank > in.max_rank)) {
+      std::string want =
+          in.max_rank < 0 ? absl::StrCat("at least ", in.min_rank)
+          : in.min_rank == in.max_rank
+              ? absl::StrCat("exactly ", in.min_rank)
+              : absl::StrCat("between ", in.min_rank, " and ", in.max_rank);
+      return absl::InvalidArgumentError(absl::StrCat(spec.name, ": input '", in.name,
+                                                     "' (inputs[", i, "]) has rank ", rank,
+                                                     " (shape ", ShapeToString(t.shape),
+                                                     "); its rank must be ", want));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void OpRegistry::Register(OpDef def) {
+  auto owned = std::make_unique<OpDef>(std::move(def));
+  std::vector<std::string> names = owned->spec.aliases;
+  names.push_back(owned->spec.name);
+  for (const std::string& n : names) {
+    if (!by_name_.emplace(n, owned.get()).second) {
+      // Two ops under one name is a bug in RegisterBuiltinOps, not a caller's error.
+      std::cerr << "tensorops: op name registered twice: " << n << "\n";
+      std::abort();
+    }
+  }
+  ops_.push_back(std::move(owned));
+}
+
+const OpDef* OpRegistry::Find(absl::string_view name_or_alias) const {
+  auto it = by_name_.find(name_or_alias);
+  return it == by_name_.end() ? nullptr : it->second;
+}
+
+absl::StatusOr<PreparedOp> OpRegistry::Prepare(absl::string_view op,
+                                               absl::Span<const TensorView> inputs,
+                                               const Attrs& attrs) const {
+  if (op.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("op is empty; known ops: ", KnownOps(ops_)));
+  }
+  const OpDef* def = Find(op);
+  if (def == nullptr) {
+    return absl::UnimplementedError(
+        absl::StrCat("unknown op ", BoundedQuote(op), "; known ops: ", KnownOps(ops_)));
+  }
+  RETURN_IF_ERROR(CheckAgainstSpec(def->spec, inputs, attrs));
+  return def->prepare(inputs, attrs);
+}
+
+absl::StatusOr<Tensor> ExecuteOp(const OpRegistry& registry, absl::string_view op,
+                                 absl::Span<const TensorView> inputs, const Attrs& attrs) {
+  ASSIGN_OR_RETURN(PreparedOp prepared, registry.Prepare(op, inputs, attrs));
+  Tensor out(prepared.dtype, prepared.shape);
+  prepared.run(out.mutable_data());
+  return out;
+}
+
+}  // namespace tensorops

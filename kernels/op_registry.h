@@ -1,0 +1,109 @@
+// The op registry: maps an op name or alias to its description (what ListOps
+// shows), its validation and its kernel. Filled explicitly by
+// RegisterBuiltinOps(), called from main and from tests; no static initialisers.
+//
+// Thread-safety: Register() is not synchronised and must finish before the
+// registry is shared; after that every const method is safe from any thread.
+#ifndef TENSOROPS_KERNELS_OP_REGISTRY_H_
+#define TENSOROPS_KERNELS_OP_REGISTRY_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "kernels/attrs.h"
+#include "kernels/dtype.h"
+#include "kernels/tensor.h"
+
+namespace tensorops {
+
+struct InputSpec {
+  std::string name;
+  std::string description;
+  std::vector<DType> types;  // allowed element types
+  int64_t min_rank = 0;
+  int64_t max_rank = -1;     // -1: unbounded
+};
+
+struct OutputSpec {
+  std::string name;
+  std::string description;
+};
+
+struct AttrSpec {
+  std::string name;
+  std::string type;           // "int" or "string"
+  std::string description;
+  bool required = false;
+  std::string default_value;  // as text; empty when required
+  std::string range;          // human-readable allowed values
+};
+
+struct OpSpec {
+  std::string name;                  // canonical, e.g. "Roll"
+  std::vector<std::string> aliases;  // e.g. "Roll-7"
+  std::string description;
+  std::vector<InputSpec> inputs;     // in the spec's order
+  std::vector<AttrSpec> attrs;
+  std::vector<OutputSpec> outputs;
+};
+
+// A validated call: the output's type and shape are known and `run` writes
+// the output into a buffer of NumElements(shape) * ElementWidth(dtype) bytes.
+// `run` may read the input views it was prepared from, so they must outlive it.
+// `run` performs no checks: everything was validated before it was made.
+struct PreparedOp {
+  DType dtype = DType::kInvalid;
+  Shape shape;
+  std::function<void(void* out)> run;
+};
+
+// Op-specific validation and planning. The registry has already checked the
+// number of inputs, their dtypes and ranks against the OpSpec, and rejected
+// unknown attributes.
+using PrepareFn = absl::StatusOr<PreparedOp> (*)(absl::Span<const TensorView> inputs,
+                                                 const Attrs& attrs);
+
+struct OpDef {
+  OpSpec spec;
+  PrepareFn prepare = nullptr;
+};
+
+class OpRegistry {
+ public:
+  // Adds an op; its name and aliases must be new (a programming error otherwise).
+  void Register(OpDef def);
+
+  // nullptr when neither a name nor an alias matches.
+  const OpDef* Find(absl::string_view name_or_alias) const;
+
+  // Registered ops in registration order.
+  const std::vector<std::unique_ptr<OpDef>>& ops() const { return ops_; }
+
+  // Finds the op, runs the generic checks and the op's own validation.
+  // Unknown op: UNIMPLEMENTED listing the known ones. Bad input: INVALID_ARGUMENT.
+  absl::StatusOr<PreparedOp> Prepare(absl::string_view op,
+                                     absl::Span<const TensorView> inputs,
+                                     const Attrs& attrs) const;
+
+ private:
+  std::vector<std::unique_ptr<OpDef>> ops_;
+  absl::flat_hash_map<std::string, const OpDef*> by_name_;
+};
+
+// Registers Reverse, ReverseSequence, Roll and onnx.ReverseSequence.
+void RegisterBuiltinOps(OpRegistry* registry);
+
+// Convenience for tests and tools: Prepare, then run into a new Tensor.
+absl::StatusOr<Tensor> ExecuteOp(const OpRegistry& registry, absl::string_view op,
+                                 absl::Span<const TensorView> inputs, const Attrs& attrs);
+
+}  // namespace tensorops
+
+#endif  // TENSOROPS_KERNELS_OP_REGISTRY_H_

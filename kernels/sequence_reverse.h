@@ -1,0 +1,44 @@
+// The engine behind both ReverseSequence ops: for each index i along the
+// batch axis, reverse the first lengths[i] positions along the sequence axis
+// and copy the rest.
+//
+// The shape is collapsed to [outer, A, mid, B, inner] where A and B are the
+// batch and sequence axes in memory order; rows are moved as contiguous runs
+// (memcpy forward, ReverseBlocks backward), never element by element with
+// div/mod.
+//
+// Thread-safety: immutable after construction; RunRange may run concurrently
+// on disjoint ranges.
+#ifndef TENSOROPS_KERNELS_SEQUENCE_REVERSE_H_
+#define TENSOROPS_KERNELS_SEQUENCE_REVERSE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/tensor.h"
+
+namespace tensorops {
+
+class SequenceReversePlan {
+ public:
+  // Axes normalised and distinct; lengths validated: one per batch index, each
+  // in [0, shape[seq_axis]] (0 and 1 both leave a slice unchanged).
+  SequenceReversePlan(const Shape& shape, int64_t elem_width, int64_t batch_axis,
+                      int64_t seq_axis, std::vector<int64_t> lengths);
+
+  void Run(const void* in, void* out) const { RunRange(in, out, 0, units()); }
+  // Writes the output for units [begin, end) of the outer x A index space.
+  void RunRange(const void* in, void* out, int64_t begin, int64_t end) const;
+  int64_t units() const { return outer_ * a_; }
+
+ private:
+  bool batch_first_;  // A is the batch axis (else A is the sequence axis)
+  int64_t outer_ = 1, a_ = 1, mid_ = 1, b_ = 1;
+  int64_t inner_bytes_;  // inner dims x element width
+  int64_t seq_len_;      // size of the sequence axis
+  std::vector<int64_t> lengths_;
+};
+
+}  // namespace tensorops
+
+#endif  // TENSOROPS_KERNELS_SEQUENCE_REVERSE_H_

@@ -1,0 +1,159 @@
+#include "kernels/strided_copy.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace tensorops {
+namespace {
+
+struct Bytes16 {
+  uint64_t lo, hi;
+};
+
+template <typename T>
+void ReverseTyped(char* dst, const char* src, int64_t n) {
+  // memcpy-based loads/stores: buffers (e.g. a proto's raw_data) need not be
+  // aligned for T. GCC turns these into plain moves and vectorises at -O3.
+  for (int64_t i = 0; i < n; ++i) {
+    T v;
+    std::memcpy(&v, src + (n - 1 - i) * sizeof(T), sizeof(T));
+    std::memcpy(dst + i * sizeof(T), &v, sizeof(T));
+  }
+}
+
+}  // namespace
+
+void ReverseBlocks(void* dst_v, const void* src_v, int64_t n, int64_t block) {
+  auto* dst = static_cast<char*>(dst_v);
+  const auto* src = static_cast<const char*>(src_v);
+  switch (block) {
+    case 1: ReverseTyped<uint8_t>(dst, src, n); return;
+    case 2: ReverseTyped<uint16_t>(dst, src, n); return;
+    case 4: ReverseTyped<uint32_t>(dst, src, n); return;
+    case 8: ReverseTyped<uint64_t>(dst, src, n); return;
+    case 16: ReverseTyped<Bytes16>(dst, src, n); return;
+    default:
+      for (int64_t i = 0; i < n; ++i) {
+        std::memcpy(dst + i * block, src + (n - 1 - i) * block, block);
+      }
+  }
+}
+
+AxisTransformPlan::AxisTransformPlan(const Shape& shape, int64_t elem_width,
+                                     absl::Span<const DimTransform> per_dim) {
+  using Kind = DimTransform::Kind;
+  for (int64_t d : shape) {
+    if (d == 0) empty_ = true;
+  }
+  // 1. Drop size-1 dims (every transform is the identity on them) and rolls by 0.
+  struct Simple {
+    int64_t size;
+    DimTransform t;
+  };
+  absl::InlinedVector<Simple, 6> dims;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 1) continue;
+    DimTransform t = per_dim[i];
+    if (t.kind == Kind::kRoll && t.shift == 0) t = DimTransform::Copy();
+    // 2. Merge neighbours: copy+copy is a copy; reverse+reverse is a reverse
+    //    of the flattened dim (index i*n2+j maps to (n1-1-i)*n2 + (n2-1-j)).
+    if (!dims.empty() && t.kind == dims.back().t.kind && t.kind != Kind::kRoll) {
+      dims.back().size *= shape[i];
+    } else {
+      dims.push_back({shape[i], t});
+    }
+  }
+  // 3. Fold untouched trailing dims into the contiguous block.
+  block_ = elem_width;
+  while (!dims.empty() && dims.back().t.kind == Kind::kCopy) {
+    block_ *= dims.back().size;
+    dims.pop_back();
+  }
+  // Byte strides, innermost first.
+  dims_.resize(dims.size());
+  int64_t stride = block_;
+  for (size_t i = dims.size(); i-- > 0;) {
+    Dim& out = dims_[i];
+    const int64_t n = dims[i].size;
+    out.size = n;
+    out.stride = stride;
+    stride *= n;
+    switch (dims[i].t.kind) {
+      case Kind::kCopy:
+        out.segments.push_back({0, 0, n, false});
+        break;
+      case Kind::kReverse:
+        out.segments.push_back({0, n - 1, n, true});
+        break;
+      case Kind::kRoll: {
+        // out[j] = in[(j - s) mod n]: out[0, s) <- in[n-s, n); out[s, n) <- in[0, n-s).
+        const int64_t s = dims[i].t.shift;
+        out.segments.push_back({0, n - s, s, false});
+        out.segments.push_back({s, 0, n - s, false});
+        break;
+      }
+    }
+  }
+}
+
+void AxisTransformPlan::Recurse(size_t d, const char* in, char* out) const {
+  const Dim& dim = dims_[d];
+  if (d + 1 == dims_.size()) {
+    // Innermost: the dim's stride is the block, so forward segments are one memcpy.
+    for (const Segment& s : dim.segments) {
+      if (s.reversed) {
+        ReverseBlocks(out + s.out_start * block_, in + (s.in_start - s.count + 1) * block_,
+                      s.count, block_);
+      } else {
+        std::memcpy(out + s.out_start * block_, in + s.in_start * block_, s.count * block_);
+      }
+    }
+    return;
+  }
+  for (const Segment& s : dim.segments) {
+    const int64_t in_step = s.reversed ? -dim.stride : dim.stride;
+    const char* src = in + s.in_start * dim.stride;
+    char* dst = out + s.out_start * dim.stride;
+    for (int64_t k = 0; k < s.count; ++k, src += in_step, dst += dim.stride) {
+      Recurse(d + 1, src, dst);
+    }
+  }
+}
+
+void AxisTransformPlan::RunRange(const void* in_v, void* out_v, int64_t begin,
+                                 int64_t end) const {
+  if (empty_ || begin >= end) return;
+  const auto* in = static_cast<const char*>(in_v);
+  auto* out = static_cast<char*>(out_v);
+  if (dims_.empty()) {
+    // Everything folded: the op is a plain copy of one block.
+    if (begin == 0) std::memcpy(out, in, block_);
+    return;
+  }
+  const Dim& dim = dims_[0];
+  for (const Segment& s : dim.segments) {
+    // Clip the segment to output rows [begin, end).
+    const int64_t k0 = std::max<int64_t>(0, begin - s.out_start);
+    const int64_t k1 = std::min<int64_t>(s.count, end - s.out_start);
+    if (k0 >= k1) continue;
+    const int64_t in_first = s.reversed ? s.in_start - k0 : s.in_start + k0;
+    if (dims_.size() == 1) {
+      if (s.reversed) {
+        ReverseBlocks(out + (s.out_start + k0) * block_, in + (in_first - (k1 - k0) + 1) * block_,
+                      k1 - k0, block_);
+      } else {
+        std::memcpy(out + (s.out_start + k0) * block_, in + in_first * block_,
+                    (k1 - k0) * block_);
+      }
+      continue;
+    }
+    const int64_t in_step = s.reversed ? -dim.stride : dim.stride;
+    const char* src = in + in_first * dim.stride;
+    char* dst = out + (s.out_start + k0) * dim.stride;
+    for (int64_t k = k0; k < k1; ++k, src += in_step, dst += dim.stride) {
+      Recurse(1, src, dst);
+    }
+  }
+}
+
+}  // namespace tensorops

@@ -1,0 +1,82 @@
+// The data-movement engine shared by the ops.
+//
+// Ops never loop over elements with div/mod. They describe, per dimension,
+// whether it is copied, reversed or rolled; AxisTransformPlan simplifies the
+// shape (drops size-1 dims, merges neighbours treated alike, folds untouched
+// trailing dims into one contiguous block) and then moves whole blocks:
+// memcpy for forward runs, a width-dispatched loop for reversed runs.
+//
+// Thread-safety: a plan is immutable after Make(); Run/RunRange may be called
+// concurrently on disjoint output ranges.
+#ifndef TENSOROPS_KERNELS_STRIDED_COPY_H_
+#define TENSOROPS_KERNELS_STRIDED_COPY_H_
+
+#include <cstdint>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/types/span.h"
+#include "kernels/tensor.h"
+
+namespace tensorops {
+
+// Writes n blocks of `block` bytes to dst in the reverse order of src:
+// dst block i = src block (n-1-i). Element widths 1, 2, 4, 8 and 16 use typed
+// loops the compiler vectorises; other block sizes use memcpy per block.
+void ReverseBlocks(void* dst, const void* src, int64_t n, int64_t block);
+
+// What happens along one dimension of a same-shape op.
+struct DimTransform {
+  enum class Kind { kCopy, kReverse, kRoll };
+  Kind kind = Kind::kCopy;
+  // kRoll only: already reduced to [0, size) (a size-0 dim has shift 0).
+  int64_t shift = 0;
+
+  static DimTransform Copy() { return {Kind::kCopy, 0}; }
+  static DimTransform Reverse() { return {Kind::kReverse, 0}; }
+  static DimTransform Roll(int64_t s) { return {Kind::kRoll, s}; }
+};
+
+class AxisTransformPlan {
+ public:
+  // `per_dim` has one entry per dim of `shape`; the shape is validated.
+  AxisTransformPlan(const Shape& shape, int64_t elem_width,
+                    absl::Span<const DimTransform> per_dim);
+
+  // out = transform(in); both buffers hold the whole tensor.
+  void Run(const void* in, void* out) const { RunRange(in, out, 0, outer_size()); }
+
+  // Writes only output rows [begin, end) of the outermost simplified dim, so
+  // workers can split one tensor without overlapping writes.
+  void RunRange(const void* in, void* out, int64_t begin, int64_t end) const;
+
+  // Size of the outermost simplified dim (1 when everything folded into one block).
+  int64_t outer_size() const { return dims_.empty() ? 1 : dims_[0].size; }
+  // Simplified rank (for tests and benchmarks).
+  int64_t simplified_rank() const { return static_cast<int64_t>(dims_.size()); }
+  int64_t block_bytes() const { return block_; }
+
+ private:
+  // Output positions [out_start, out_start+count) come from input positions
+  // in_start, in_start+1, ... (or in_start, in_start-1, ... when reversed).
+  struct Segment {
+    int64_t out_start;
+    int64_t in_start;
+    int64_t count;
+    bool reversed;
+  };
+  struct Dim {
+    int64_t size;
+    int64_t stride;  // bytes
+    absl::InlinedVector<Segment, 2> segments;
+  };
+
+  void Recurse(size_t d, const char* in, char* out) const;
+
+  absl::InlinedVector<Dim, 6> dims_;
+  int64_t block_ = 0;   // bytes in the innermost contiguous block
+  bool empty_ = false;  // some dim is 0: nothing to write
+};
+
+}  // namespace tensorops
+
+#endif  // TENSOROPS_KERNELS_STRIDED_COPY_H_

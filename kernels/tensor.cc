@@ -1,0 +1,19 @@
+#include "kernels/tensor.h"
+
+#include <utility>
+
+namespace tensorops {
+
+int64_t NumElements(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
+  const int64_t bytes = num_bytes();
+  // new char[0] is valid; keep a non-null pointer so views are uniform.
+  data_.reset(new char[bytes > 0 ? bytes : 1]);
+}
+
+}  // namespace tensorops

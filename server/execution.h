@@ -1,0 +1,48 @@
+// The request path below the RPC layer: decode + validate (Prepare), then
+// kernel + encode (Run). Split in two so a later step can queue between them.
+#ifndef TENSOROPS_SERVER_EXECUTION_H_
+#define TENSOROPS_SERVER_EXECUTION_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/op_registry.h"
+#include "server/tensor_codec.h"
+#include "tensorops/v1/tensorops.pb.h"
+
+namespace tensorops {
+
+// A validated Execute call, ready to run. Holds views into the request,
+// which must outlive it. Not thread-safe; Run at most once.
+class PreparedExecution {
+ public:
+  // Decodes every input and the attributes and runs the op's validation.
+  static absl::StatusOr<std::unique_ptr<PreparedExecution>> Make(
+      const OpRegistry& registry, const v1::ExecuteRequest& request);
+
+  // Runs the kernel and writes the output into `response` in the data
+  // input's encoding (raw output is written in place, no extra copy).
+  void Run(v1::ExecuteResponse* response);
+
+  // Bytes of output the kernel writes (for metrics and admission later).
+  int64_t output_bytes() const;
+
+ private:
+  PreparedExecution() = default;
+
+  std::vector<DecodedTensor> inputs_;
+  PreparedOp op_;
+  Encoding encoding_ = Encoding::kRaw;
+};
+
+// Convenience: Make + Run.
+absl::Status Execute(const OpRegistry& registry, const v1::ExecuteRequest& request,
+                     v1::ExecuteResponse* response);
+
+// Fills a ListOps reply from the registry's specs.
+void DescribeOps(const OpRegistry& registry, v1::ListOpsResponse* response);
+
+}  // namespace tensorops
+
+#endif  // TENSOROPS_SERVER_EXECUTION_H_

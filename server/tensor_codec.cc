@@ -1,0 +1,537 @@
+#include "server/tensor_codec.h"
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "kernels/dtype.h"
+#include "kernels/float_formats.h"
+#include "kernels/shape.h"
+
+// raw_data is packed little-endian and is used in place as the kernel buffer.
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "tensor_codec.cc assumes a little-endian host (raw_data is used in place)"
+#endif
+
+namespace tensorops {
+namespace {
+
+// The proto's data fields, in field-number order.
+enum class Field {
+  kRaw,
+  kFloat,
+  kDouble,
+  kInt32,
+  kInt64,
+  kUInt32,
+  kUInt64,
+  kBool,
+  kString,
+};
+constexpr int kNumFields = 9;
+
+const char* FieldName(Field f) {
+  switch (f) {
+    case Field::kRaw:
+      return "raw_data";
+    case Field::kFloat:
+      return "float_data";
+    case Field::kDouble:
+      return "double_data";
+    case Field::kInt32:
+      return "int32_data";
+    case Field::kInt64:
+      return "int64_data";
+    case Field::kUInt32:
+      return "uint32_data";
+    case Field::kUInt64:
+      return "uint64_data";
+    case Field::kBool:
+      return "bool_data";
+    case Field::kString:
+      return "string_data";
+  }
+  return "?";
+}
+
+// Number of entries (raw_data: bytes) in a field; a field counts as set when non-empty.
+int64_t FieldSize(const v1::Tensor& p, Field f) {
+  switch (f) {
+    case Field::kRaw:
+      return static_cast<int64_t>(p.raw_data().size());
+    case Field::kFloat:
+      return p.float_data_size();
+    case Field::kDouble:
+      return p.double_data_size();
+    case Field::kInt32:
+      return p.int32_data_size();
+    case Field::kInt64:
+      return p.int64_data_size();
+    case Field::kUInt32:
+      return p.uint32_data_size();
+    case Field::kUInt64:
+      return p.uint64_data_size();
+    case Field::kBool:
+      return p.bool_data_size();
+    case Field::kString:
+      return p.string_data_size();
+  }
+  return 0;
+}
+
+// The typed field that carries `dtype` (the proto's table).
+Field TypedFieldFor(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+    case DType::kFloat16:
+    case DType::kBFloat16:
+    case DType::kFloat8E4M3:
+    case DType::kFloat8E5M2:
+    case DType::kComplex64:
+      return Field::kFloat;
+    case DType::kFloat64:
+    case DType::kComplex128:
+      return Field::kDouble;
+    case DType::kInt8:
+    case DType::kInt16:
+    case DType::kInt32:
+      return Field::kInt32;
+    case DType::kInt64:
+      return Field::kInt64;
+    case DType::kUInt8:
+    case DType::kUInt16:
+    case DType::kUInt32:
+      return Field::kUInt32;
+    case DType::kUInt64:
+      return Field::kUInt64;
+    case DType::kBool:
+      return Field::kBool;
+    case DType::kString:
+    case DType::kInvalid:
+      break;
+  }
+  return Field::kString;
+}
+
+bool IsComplex(DType dtype) {
+  return dtype == DType::kComplex64 || dtype == DType::kComplex128;
+}
+
+// A byte-copy of `n` elements of T (proto repeated fields store T packed).
+template <typename T>
+void CopyOut(const google::protobuf::RepeatedField<T>& field, int64_t n, char* dst) {
+  if (n > 0) std::memcpy(dst, field.data(), static_cast<size_t>(n) * sizeof(T));
+}
+
+// Narrows int32/uint32 wire values into a 1- or 2-byte integer type, rejecting
+// the first out-of-range value by index.
+template <typename Narrow, typename Wide>
+absl::Status NarrowIntegers(const google::protobuf::RepeatedField<Wide>& field, DType dtype,
+                            absl::string_view what, Field f, char* dst) {
+  constexpr int64_t kLo = std::numeric_limits<Narrow>::min();
+  constexpr int64_t kHi = std::numeric_limits<Narrow>::max();
+  Narrow* out = reinterpret_cast<Narrow*>(dst);
+  for (int i = 0; i < field.size(); ++i) {
+    const int64_t v = field.Get(i);
+    if (v < kLo || v > kHi) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ".", FieldName(f), "[", i, "] = ", v, " is out of range [",
+          kLo, ", ", kHi, "] for ",
+          DTypeName(dtype)));
+    }
+    out[i] = static_cast<Narrow>(v);
+  }
+  return absl::OkStatus();
+}
+
+template <typename Narrow>
+void NarrowFloats(const google::protobuf::RepeatedField<float>& field, Narrow (*conv)(float),
+                  char* dst) {
+  Narrow* out = reinterpret_cast<Narrow*>(dst);
+  for (int i = 0; i < field.size(); ++i) out[i] = conv(field.Get(i));
+}
+
+// Fills `dst` (n elements of `dtype`) from the typed field. Counts already checked.
+absl::Status DecodeTyped(const v1::Tensor& p, DType dtype, int64_t n, absl::string_view what,
+                         char* dst) {
+  switch (dtype) {
+    case DType::kFloat32:
+      CopyOut(p.float_data(), n, dst);  // bits, so NaN payloads and -0.0 survive
+      return absl::OkStatus();
+    case DType::kComplex64:
+      CopyOut(p.float_data(), 2 * n, dst);
+      return absl::OkStatus();
+    case DType::kFloat64:
+      CopyOut(p.double_data(), n, dst);
+      return absl::OkStatus();
+    case DType::kComplex128:
+      CopyOut(p.double_data(), 2 * n, dst);
+      return absl::OkStatus();
+    case DType::kFloat16:
+      NarrowFloats<uint16_t>(p.float_data(), &FloatToHalf, dst);
+      return absl::OkStatus();
+    case DType::kBFloat16:
+      NarrowFloats<uint16_t>(p.float_data(), &FloatToBFloat16, dst);
+      return absl::OkStatus();
+    case DType::kFloat8E4M3:
+      NarrowFloats<uint8_t>(p.float_data(), &FloatToFloat8E4M3, dst);
+      return absl::OkStatus();
+    case DType::kFloat8E5M2:
+      NarrowFloats<uint8_t>(p.float_data(), &FloatToFloat8E5M2, dst);
+      return absl::OkStatus();
+    case DType::kInt8:
+      return NarrowIntegers<int8_t>(p.int32_data(), dtype, what, Field::kInt32, dst);
+    case DType::kInt16:
+      return NarrowIntegers<int16_t>(p.int32_data(), dtype, what, Field::kInt32, dst);
+    case DType::kInt32:
+      CopyOut(p.int32_data(), n, dst);
+      return absl::OkStatus();
+    case DType::kInt64:
+      CopyOut(p.int64_data(), n, dst);
+      return absl::OkStatus();
+    case DType::kUInt8:
+      return NarrowIntegers<uint8_t>(p.uint32_data(), dtype, what, Field::kUInt32, dst);
+    case DType::kUInt16:
+      return NarrowIntegers<uint16_t>(p.uint32_data(), dtype, what, Field::kUInt32, dst);
+    case DType::kUInt32:
+      CopyOut(p.uint32_data(), n, dst);
+      return absl::OkStatus();
+    case DType::kUInt64:
+      CopyOut(p.uint64_data(), n, dst);
+      return absl::OkStatus();
+    case DType::kBool: {
+      uint8_t* out = reinterpret_cast<uint8_t*>(dst);
+      for (int i = 0; i < p.bool_data_size(); ++i) out[i] = p.bool_data(i) ? 1 : 0;
+      return absl::OkStatus();
+    }
+    case DType::kString: {
+      StringRef* out = reinterpret_cast<StringRef*>(dst);
+      for (int i = 0; i < p.string_data_size(); ++i) {
+        const std::string& s = p.string_data(i);
+        out[i] = StringRef{s.data(), s.size()};
+      }
+      return absl::OkStatus();
+    }
+    case DType::kInvalid:
+      break;
+  }
+  return absl::InternalError("DecodeTyped: invalid dtype");
+}
+
+// Non-null and aligned for every element type: the buffer of an empty tensor.
+alignas(16) const char kEmptyBuffer[16] = {};
+
+std::string DTypeForMessage(v1::DataType d) {
+  const std::string& name = v1::DataType_Name(d);
+  if (name.empty()) return absl::StrCat(static_cast<int>(d));
+  return absl::StrCat(name, " (", static_cast<int>(d), ")");
+}
+
+// Resizes a repeated field for `count` values and returns its storage.
+template <typename T>
+T* ResizeField(google::protobuf::RepeatedField<T>* field, int64_t count) {
+  // Typed encodings are bounded by the 2 GiB message limit, so `count` fits int.
+  field->Resize(static_cast<int>(count), T());
+  return field->mutable_data();
+}
+
+template <typename T>
+void EncodeCopy(const void* src, int64_t count, google::protobuf::RepeatedField<T>* field) {
+  T* dst = ResizeField(field, count);
+  if (count > 0) std::memcpy(dst, src, static_cast<size_t>(count) * sizeof(T));
+}
+
+template <typename Narrow, typename Wide>
+void EncodeWiden(const void* src, int64_t count, google::protobuf::RepeatedField<Wide>* field) {
+  Wide* dst = ResizeField(field, count);
+  const Narrow* in = static_cast<const Narrow*>(src);
+  for (int64_t i = 0; i < count; ++i) dst[i] = static_cast<Wide>(in[i]);
+}
+
+template <typename Narrow>
+void EncodeNarrowFloat(const void* src, int64_t count, float (*conv)(Narrow),
+                       google::protobuf::RepeatedField<float>* field) {
+  float* dst = ResizeField(field, count);
+  const Narrow* in = static_cast<const Narrow*>(src);
+  for (int64_t i = 0; i < count; ++i) dst[i] = conv(in[i]);
+}
+
+void EncodeTypedValues(const TensorView& t, int64_t n, v1::Tensor* proto) {
+  const void* d = t.data;
+  switch (t.dtype) {
+    case DType::kFloat32:
+      return EncodeCopy(d, n, proto->mutable_float_data());
+    case DType::kComplex64:
+      return EncodeCopy(d, 2 * n, proto->mutable_float_data());
+    case DType::kFloat64:
+      return EncodeCopy(d, n, proto->mutable_double_data());
+    case DType::kComplex128:
+      return EncodeCopy(d, 2 * n, proto->mutable_double_data());
+    case DType::kFloat16:
+      return EncodeNarrowFloat<uint16_t>(d, n, &HalfToFloat, proto->mutable_float_data());
+    case DType::kBFloat16:
+      return EncodeNarrowFloat<uint16_t>(d, n, &BFloat16ToFloat, proto->mutable_float_data());
+    case DType::kFloat8E4M3:
+      return EncodeNarrowFloat<uint8_t>(d, n, &Float8E4M3ToFloat, proto->mutable_float_data());
+    case DType::kFloat8E5M2:
+      return EncodeNarrowFloat<uint8_t>(d, n, &Float8E5M2ToFloat, proto->mutable_float_data());
+    case DType::kInt8:
+      return EncodeWiden<int8_t>(d, n, proto->mutable_int32_data());
+    case DType::kInt16:
+      return EncodeWiden<int16_t>(d, n, proto->mutable_int32_data());
+    case DType::kInt32:
+      return EncodeCopy(d, n, proto->mutable_int32_data());
+    case DType::kInt64:
+      return EncodeCopy(d, n, proto->mutable_int64_data());
+    case DType::kUInt8:
+      return EncodeWiden<uint8_t>(d, n, proto->mutable_uint32_data());
+    case DType::kUInt16:
+      return EncodeWiden<uint16_t>(d, n, proto->mutable_uint32_data());
+    case DType::kUInt32:
+      return EncodeCopy(d, n, proto->mutable_uint32_data());
+    case DType::kUInt64:
+      return EncodeCopy(d, n, proto->mutable_uint64_data());
+    case DType::kBool: {
+      bool* dst = ResizeField(proto->mutable_bool_data(), n);
+      const uint8_t* in = static_cast<const uint8_t*>(d);
+      for (int64_t i = 0; i < n; ++i) dst[i] = in[i] != 0;
+      return;
+    }
+    case DType::kString:  // handled by the caller
+    case DType::kInvalid:
+      return;
+  }
+}
+
+void SetDTypeAndShape(DType dtype, const Shape& shape, v1::Tensor* proto) {
+  proto->Clear();
+  proto->set_dtype(ToProtoDataType(dtype));
+  proto->mutable_shape()->Reserve(static_cast<int>(shape.size()));
+  for (int64_t d : shape) proto->add_shape(d);
+}
+
+}  // namespace
+
+absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor& proto, absl::string_view what) {
+  const DType dtype = FromProtoDataType(proto.dtype());
+  if (!IsValidDType(dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ".dtype: ", DTypeForMessage(proto.dtype()), " is not a valid data type"));
+  }
+  const int64_t width = ElementWidth(dtype);
+  const absl::Span<const int64_t> dims(proto.shape().data(),
+                                       static_cast<size_t>(proto.shape_size()));
+  const std::string shape_what = absl::StrCat(what, ".shape");
+  // CheckedByteSize also rejects negative dims and element-count overflow.
+  const absl::StatusOr<int64_t> num_bytes = CheckedByteSize(dims, width, shape_what);
+  if (!num_bytes.ok()) return num_bytes.status();
+  const int64_t n = *num_bytes / width;
+
+  // Exactly one data field.
+  Field set = Field::kRaw;
+  int num_set = 0;
+  for (int i = 0; i < kNumFields; ++i) {
+    const Field f = static_cast<Field>(i);
+    if (FieldSize(proto, f) == 0) continue;
+    if (num_set == 1) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " sets both ", FieldName(set),
+                                                     " and ", FieldName(f),
+                                                     "; set exactly one data field"));
+    }
+    set = f;
+    ++num_set;
+  }
+
+  DecodedTensor out;
+  out.view.dtype = dtype;
+  out.view.shape.assign(dims.begin(), dims.end());
+
+  const Field typed = TypedFieldFor(dtype);
+  if (num_set == 0) {
+    if (n != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " has no data: set ",
+          dtype == DType::kString ? "" : "raw_data or ", FieldName(typed)));
+    }
+    out.encoding = Encoding::kRaw;
+    out.view.data = kEmptyBuffer;
+    return out;
+  }
+
+  if (set == Field::kRaw) {
+    if (dtype == DType::kString) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ".raw_data cannot carry STRING values; use string_data"));
+    }
+    const std::string& raw = proto.raw_data();
+    if (static_cast<int64_t>(raw.size()) != *num_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ".raw_data has ", raw.size(), " bytes but shape ", ShapeToString(dims), " of ",
+          DTypeName(dtype), " needs ", *num_bytes));
+    }
+    if (dtype == DType::kBool) {
+      for (size_t i = 0; i < raw.size(); ++i) {
+        const int b = static_cast<uint8_t>(raw[i]);
+        if (b > 1) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              what, ".raw_data[", i, "] = ", b, " is not a valid BOOL (0 or 1)"));
+        }
+      }
+    }
+    out.encoding = Encoding::kRaw;
+    // Kernels may read elements as their C++ type; a heap string is always
+    // aligned enough, but keep a copy for the rare unaligned buffer.
+    const int64_t align = width < 8 ? width : 8;
+    if (reinterpret_cast<uintptr_t>(raw.data()) % static_cast<uintptr_t>(align) == 0) {
+      out.view.data = raw.data();
+    } else {
+      out.storage.reset(new char[raw.size()]);
+      std::memcpy(out.storage.get(), raw.data(), raw.size());
+      out.view.data = out.storage.get();
+    }
+    return out;
+  }
+
+  if (set != typed) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ".", FieldName(set), " cannot carry ", DTypeName(dtype), " values; use ",
+        FieldName(typed), dtype == DType::kString ? "" : " or raw_data"));
+  }
+  const int64_t per_element = IsComplex(dtype) ? 2 : 1;
+  const int64_t want = n * per_element;  // cannot overflow: n * width fits int64
+  const int64_t have = FieldSize(proto, set);
+  if (have != want) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ".", FieldName(set), " has ", have, " values but shape ", ShapeToString(dims),
+        per_element == 2 ? absl::StrCat(" of ", DTypeName(dtype), " needs ", want,
+                                        " (2 per element: re, im)")
+                         : absl::StrCat(" needs ", want)));
+  }
+  out.encoding = Encoding::kTyped;
+  out.storage.reset(new char[*num_bytes > 0 ? *num_bytes : 1]);
+  absl::Status st = DecodeTyped(proto, dtype, n, what, out.storage.get());
+  if (!st.ok()) return st;
+  out.view.data = out.storage.get();
+  return out;
+}
+
+void EncodeTensor(const TensorView& t, Encoding encoding, v1::Tensor* proto) {
+  SetDTypeAndShape(t.dtype, t.shape, proto);
+  const int64_t n = t.num_elements();
+  if (t.dtype == DType::kString) {
+    auto* strings = proto->mutable_string_data();
+    strings->Reserve(static_cast<int>(n));
+    const StringRef* refs = t.data_as<StringRef>();
+    for (int64_t i = 0; i < n; ++i) strings->Add()->assign(refs[i].data, refs[i].size);
+    return;
+  }
+  if (encoding == Encoding::kRaw) {
+    const int64_t bytes = n * ElementWidth(t.dtype);
+    if (bytes > 0) proto->set_raw_data(t.data, static_cast<size_t>(bytes));
+    return;
+  }
+  EncodeTypedValues(t, n, proto);
+}
+
+void* AllocateRawOutput(DType dtype, const Shape& shape, v1::Tensor* proto) {
+  SetDTypeAndShape(dtype, shape, proto);
+  std::string* raw = proto->mutable_raw_data();
+  raw->resize(static_cast<size_t>(NumElements(shape) * ElementWidth(dtype)));
+  // &(*raw)[0] is valid for an empty string too (it is the terminating NUL).
+  return &(*raw)[0];
+}
+
+v1::DataType ToProtoDataType(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return v1::DATA_TYPE_FLOAT32;
+    case DType::kFloat64:
+      return v1::DATA_TYPE_FLOAT64;
+    case DType::kFloat16:
+      return v1::DATA_TYPE_FLOAT16;
+    case DType::kBFloat16:
+      return v1::DATA_TYPE_BFLOAT16;
+    case DType::kInt8:
+      return v1::DATA_TYPE_INT8;
+    case DType::kInt16:
+      return v1::DATA_TYPE_INT16;
+    case DType::kInt32:
+      return v1::DATA_TYPE_INT32;
+    case DType::kInt64:
+      return v1::DATA_TYPE_INT64;
+    case DType::kUInt8:
+      return v1::DATA_TYPE_UINT8;
+    case DType::kUInt16:
+      return v1::DATA_TYPE_UINT16;
+    case DType::kUInt32:
+      return v1::DATA_TYPE_UINT32;
+    case DType::kUInt64:
+      return v1::DATA_TYPE_UINT64;
+    case DType::kBool:
+      return v1::DATA_TYPE_BOOL;
+    case DType::kString:
+      return v1::DATA_TYPE_STRING;
+    case DType::kComplex64:
+      return v1::DATA_TYPE_COMPLEX64;
+    case DType::kComplex128:
+      return v1::DATA_TYPE_COMPLEX128;
+    case DType::kFloat8E4M3:
+      return v1::DATA_TYPE_FLOAT8_E4M3;
+    case DType::kFloat8E5M2:
+      return v1::DATA_TYPE_FLOAT8_E5M2;
+    case DType::kInvalid:
+      break;
+  }
+  return v1::DATA_TYPE_UNSPECIFIED;
+}
+
+DType FromProtoDataType(v1::DataType dtype) {
+  switch (dtype) {
+    case v1::DATA_TYPE_FLOAT32:
+      return DType::kFloat32;
+    case v1::DATA_TYPE_FLOAT64:
+      return DType::kFloat64;
+    case v1::DATA_TYPE_FLOAT16:
+      return DType::kFloat16;
+    case v1::DATA_TYPE_BFLOAT16:
+      return DType::kBFloat16;
+    case v1::DATA_TYPE_INT8:
+      return DType::kInt8;
+    case v1::DATA_TYPE_INT16:
+      return DType::kInt16;
+    case v1::DATA_TYPE_INT32:
+      return DType::kInt32;
+    case v1::DATA_TYPE_INT64:
+      return DType::kInt64;
+    case v1::DATA_TYPE_UINT8:
+      return DType::kUInt8;
+    case v1::DATA_TYPE_UINT16:
+      return DType::kUInt16;
+    case v1::DATA_TYPE_UINT32:
+      return DType::kUInt32;
+    case v1::DATA_TYPE_UINT64:
+      return DType::kUInt64;
+    case v1::DATA_TYPE_BOOL:
+      return DType::kBool;
+    case v1::DATA_TYPE_STRING:
+      return DType::kString;
+    case v1::DATA_TYPE_COMPLEX64:
+      return DType::kComplex64;
+    case v1::DATA_TYPE_COMPLEX128:
+      return DType::kComplex128;
+    case v1::DATA_TYPE_FLOAT8_E4M3:
+      return DType::kFloat8E4M3;
+    case v1::DATA_TYPE_FLOAT8_E5M2:
+      return DType::kFloat8E5M2;
+    default:  // DATA_TYPE_UNSPECIFIED and values beyond the enum (proto3 keeps them)
+      break;
+  }
+  return DType::kInvalid;
+}
+
+}  // namespace tensorops

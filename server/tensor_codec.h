@@ -1,0 +1,55 @@
+// Codec between the wire's tensorops.v1.Tensor and the kernels' TensorView.
+//
+// Decoding checks everything a caller can get wrong (dtype, shape, which data
+// field, element count, value ranges) and names the field in each
+// INVALID_ARGUMENT, e.g. "inputs[0].int32_data[3] = 300 is out of range
+// [-128, 127] for INT8". raw_data is used in place (no copy); typed fields are
+// converted into an owned little-endian buffer.
+//
+// Thread-safety: stateless functions; safe from any thread.
+#ifndef TENSOROPS_SERVER_TENSOR_CODEC_H_
+#define TENSOROPS_SERVER_TENSOR_CODEC_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "kernels/tensor.h"
+#include "tensorops/v1/tensorops.pb.h"
+
+namespace tensorops {
+
+// Which kind of field carried a tensor's elements; the reply mirrors the data input's.
+enum class Encoding { kRaw, kTyped };
+
+// A decoded request tensor. `view.data` points into the proto's raw_data (the
+// proto must outlive this) or into `storage`. Movable; the view stays valid
+// across moves.
+struct DecodedTensor {
+  TensorView view;
+  Encoding encoding = Encoding::kRaw;
+  std::unique_ptr<char[]> storage;
+  // STRING only: the StringRef elements point into the proto's string_data.
+};
+
+// `what` prefixes every message, e.g. "inputs[0]".
+// A tensor with zero elements may set no data field at all (then kRaw).
+absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor& proto, absl::string_view what);
+
+// Writes `t` (dtype, shape, elements) into `*proto` using `encoding`.
+// STRING always uses string_data. FLOAT16/BFLOAT16/FLOAT8 in typed form are
+// widened to float exactly.
+void EncodeTensor(const TensorView& t, Encoding encoding, v1::Tensor* proto);
+
+// For the raw encoding without an intermediate buffer: sets dtype and shape,
+// sizes raw_data for (dtype, shape) and returns its bytes for a kernel to
+// fill. Not for STRING.
+void* AllocateRawOutput(DType dtype, const Shape& shape, v1::Tensor* proto);
+
+// DType <-> wire enum. ToProtoDataType(kInvalid) is DATA_TYPE_UNSPECIFIED.
+v1::DataType ToProtoDataType(DType dtype);
+DType FromProtoDataType(v1::DataType dtype);  // kInvalid for unknown values
+
+}  // namespace tensorops
+
+#endif  // TENSOROPS_SERVER_TENSOR_CODEC_H_

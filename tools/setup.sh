@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what tensorops needs to build and test, from Debian 12's packages
+# (and grpcurl-lite's npm packages for the cookbook tests). Idempotent; run as
+# root (or with sudo available). Nothing is downloaded at build time.
+set -euo pipefail
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null && SUDO="sudo" || { echo "setup.sh: run as root" >&2; exit 1; }
+fi
+
+PACKAGES=(
+  # toolchain
+  g++ cmake ninja-build pkg-config ca-certificates
+  # libraries (see ../shared/toolchain.md)
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
+  prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev grpc-proto
+)
+# Node.js runs grpcurl-lite (the grpcurl stand-in) in the cookbook test. Keep
+# a Node that is already there (some machines carry a newer one with its own npm).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  PACKAGES+=(nodejs npm)
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup.sh: installing ${missing[*]}"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi

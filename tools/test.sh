@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Sets everything up, builds, and runs every test (ctest). Exit status is
+# non-zero on any failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/setup.sh
+BUILD_DIR=${BUILD_DIR:-build}
+export BUILD_DIR
+bash tools/build.sh
+# grpcurl-lite (the grpcurl stand-in from ../shared) for the README cookbook test.
+GL_SRC=../shared/tools/grpcurl-lite
+if [ -d "$GL_SRC" ]; then
+  mkdir -p "$BUILD_DIR/grpcurl-lite"
+  cp "$GL_SRC/grpcurl.js" "$GL_SRC/package.json" "$BUILD_DIR/grpcurl-lite/"
+  if [ ! -d "$BUILD_DIR/grpcurl-lite/node_modules/@grpc/grpc-js" ]; then
+    (cd "$BUILD_DIR/grpcurl-lite" && npm install --no-audit --no-fund --loglevel=error)
+  fi
+fi
+cd "$BUILD_DIR"
+ctest --output-on-failure -j "${JOBS:-2}" --timeout 600
