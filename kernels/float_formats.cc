@@ -38,7 +38,7 @@ struct NarrowFormat {
   static constexpr uint32_t kAbsMask = (1u << (kExpBits + kMantBits)) - 1;
   static constexpr uint32_t kSignBit = 1u << (kExpBits + kMantBits);
   static constexpr uint32_t kMantMask = (1u << kMantBits) - 1;
-  static constexpr int kShift = kF32MantBits - kMantBits;  // mantissa bits dropped
+  static constexpr int kShift = kF32MantBits - kMantBits;     // mantissa bits dropped
   static constexpr uint32_t kInf = kExpAllOnes << kMantBits;  // kIeee only
   static constexpr uint32_t kNaN = kAbsMask;                  // E4M3FN's only NaN
   // Largest finite magnitude's encoding.
@@ -72,8 +72,8 @@ struct NarrowFormat {
       // Float subnormals are far below half the smallest narrow subnormal.
       if (abs < 0x00800000u) return sign;
       const uint32_t sig = (abs & kF32MantMask) | 0x00800000u;  // 24 bits
-      const int shift = (1 - kBias - exp) + kShift;  // >= kShift + 1
-      if (shift > 24) return sign;  // below half the smallest subnormal
+      const int shift = (1 - kBias - exp) + kShift;             // >= kShift + 1
+      if (shift > 24) return sign;                              // below half the smallest subnormal
       r = sig >> shift;
       const uint32_t rem = sig & ((1u << shift) - 1);
       const uint32_t half = 1u << (shift - 1);

@@ -1,5 +1,6 @@
 #include "kernels/op_registry.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <utility>
@@ -8,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "kernels/shape.h"
 #include "kernels/status_macros.h"
+#include "kernels/thread_pool.h"
 
 namespace tensorops {
 namespace {
@@ -118,8 +120,24 @@ absl::StatusOr<Tensor> ExecuteOp(const OpRegistry& registry, absl::string_view o
                                  absl::Span<const TensorView> inputs, const Attrs& attrs) {
   ASSIGN_OR_RETURN(PreparedOp prepared, registry.Prepare(op, inputs, attrs));
   Tensor out(prepared.dtype, prepared.shape);
-  prepared.run(out.mutable_data());
+  prepared.Run(out.mutable_data());
   return out;
+}
+
+void RunPrepared(const PreparedOp& op, void* out, ThreadPool* pool,
+                 int64_t min_parallel_bytes) {
+  const int64_t bytes = op.output_bytes();
+  if (pool == nullptr || pool->num_threads() < 2 || bytes < min_parallel_bytes ||
+      op.units < 2) {
+    op.Run(out);
+    return;
+  }
+  // Each chunk should carry at least half the threshold so small parts never
+  // pay the hand-off cost.
+  const int64_t bytes_per_unit = std::max<int64_t>(1, bytes / op.units);
+  const int64_t grain = std::max<int64_t>(1, (min_parallel_bytes / 2) / bytes_per_unit);
+  pool->ParallelFor(op.units, grain,
+                    [&op, out](int64_t b, int64_t e) { op.run_range(out, b, e); });
 }
 
 }  // namespace tensorops

@@ -54,14 +54,21 @@ struct OpSpec {
   std::vector<OutputSpec> outputs;
 };
 
-// A validated call: the output's type and shape are known and `run` writes
-// the output into a buffer of NumElements(shape) * ElementWidth(dtype) bytes.
-// `run` may read the input views it was prepared from, so they must outlive it.
-// `run` performs no checks: everything was validated before it was made.
+// A validated call: the output's type and shape are known, and the output
+// (NumElements(shape) * ElementWidth(dtype) bytes) splits into `units`
+// independent parts; run_range(out, begin, end) writes parts [begin, end), so
+// disjoint ranges can run on different threads with identical results.
+// run_range reads the input views it was prepared from (they must outlive it)
+// and performs no checks: everything was validated before it was made.
 struct PreparedOp {
   DType dtype = DType::kInvalid;
   Shape shape;
-  std::function<void(void* out)> run;
+  int64_t units = 1;
+  std::function<void(void* out, int64_t begin, int64_t end)> run_range;
+
+  int64_t output_bytes() const { return NumElements(shape) * ElementWidth(dtype); }
+  // Writes the whole output on the calling thread.
+  void Run(void* out) const { run_range(out, 0, units); }
 };
 
 // Op-specific validation and planning. The registry has already checked the
@@ -96,6 +103,14 @@ class OpRegistry {
   std::vector<std::unique_ptr<OpDef>> ops_;
   absl::flat_hash_map<std::string, const OpDef*> by_name_;
 };
+
+class ThreadPool;
+
+// Writes the whole output, split across `pool` when it has at least
+// `min_parallel_bytes` of output (two threads pay off from about 1 MiB here);
+// inline when smaller or when pool is null.
+void RunPrepared(const PreparedOp& op, void* out, ThreadPool* pool,
+                 int64_t min_parallel_bytes = int64_t{1} << 20);
 
 // Registers Reverse, ReverseSequence, Roll and onnx.ReverseSequence.
 void RegisterBuiltinOps(OpRegistry* registry);

@@ -30,15 +30,16 @@ int64_t PreparedExecution::output_bytes() const {
   return NumElements(op_.shape) * ElementWidth(op_.dtype);
 }
 
-void PreparedExecution::Run(v1::ExecuteResponse* response) {
+void PreparedExecution::Run(v1::ExecuteResponse* response, ThreadPool* pool,
+                            int64_t min_parallel_bytes) {
   v1::Tensor* out = response->add_outputs();
   if (encoding_ == Encoding::kRaw && op_.dtype != DType::kString) {
-    op_.run(AllocateRawOutput(op_.dtype, op_.shape, out));
+    RunPrepared(op_, AllocateRawOutput(op_.dtype, op_.shape, out), pool, min_parallel_bytes);
     return;
   }
   // Typed fields and STRING need a conversion pass anyway; run into a buffer first.
   Tensor result(op_.dtype, op_.shape);
-  op_.run(result.mutable_data());
+  RunPrepared(op_, result.mutable_data(), pool, min_parallel_bytes);
   EncodeTensor(result.view(), encoding_, out);
 }
 

@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/op_registry.h"
+#include "kernels/thread_pool.h"
 #include "server/tensor_codec.h"
 #include "tensorops/v1/tensorops.pb.h"
 
@@ -22,8 +23,10 @@ class PreparedExecution {
       const OpRegistry& registry, const v1::ExecuteRequest& request);
 
   // Runs the kernel and writes the output into `response` in the data
-  // input's encoding (raw output is written in place, no extra copy).
-  void Run(v1::ExecuteResponse* response);
+  // input's encoding (raw output is written in place, no extra copy). With a
+  // pool, outputs of at least `min_parallel_bytes` are split across it.
+  void Run(v1::ExecuteResponse* response, ThreadPool* pool = nullptr,
+           int64_t min_parallel_bytes = int64_t{1} << 20);
 
   // Bytes of output the kernel writes (for metrics and admission later).
   int64_t output_bytes() const;

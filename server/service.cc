@@ -1,24 +1,164 @@
 #include "server/service.h"
 
+#include <chrono>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "server/execution.h"
+#include "server/logging.h"
 #include "server/status_util.h"
 
 namespace tensorops {
+namespace {
+
+const char* CodeName(grpc::StatusCode code) {
+  static const char* const kNames[] = {
+      "OK",      "CANCELLED",          "UNKNOWN",           "INVALID_ARGUMENT",
+      "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",   "PERMISSION_DENIED",
+      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+      "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
+  const int c = static_cast<int>(code);
+  return c >= 0 && c <= 16 ? kNames[c] : "UNKNOWN";
+}
+
+// One log line per error class: the first failure with each code, then at
+// most one line per code every 10 s, with the number of failures since.
+void LogError(grpc::StatusCode code, const std::string& op, const std::string& message) {
+  static std::atomic<int64_t> last_logged_ns[17];
+  static std::atomic<int64_t> suppressed[17];
+  const int c = static_cast<int>(code);
+  if (c < 0 || c > 16) return;
+  const int64_t now = absl::GetCurrentTimeNanos();
+  int64_t last = last_logged_ns[c].load();
+  if (last != 0 && now - last < int64_t{10'000'000'000}) {
+    suppressed[c].fetch_add(1);
+    return;
+  }
+  if (!last_logged_ns[c].compare_exchange_strong(last, now)) {
+    suppressed[c].fetch_add(1);
+    return;
+  }
+  const int64_t n = suppressed[c].exchange(0);
+  Log(LogLevel::kWarning,
+      absl::StrCat("request failed: ", CodeName(code), " op=", op, ": ", message,
+                   n > 0 ? absl::StrCat(" (", n, " more ", CodeName(code),
+                                        " since the last line)")
+                         : ""));
+}
+
+double SecondsSince(absl::Time t) { return absl::ToDoubleSeconds(absl::Now() - t); }
+
+}  // namespace
+
+TensorOpsService::TensorOpsService(const OpRegistry* registry, ThreadPool* pool,
+                                   AdmissionController* admission, Metrics* metrics,
+                                   Options options)
+    : registry_(registry),
+      pool_(pool),
+      admission_(admission),
+      metrics_(metrics),
+      options_(options) {}
 
 grpc::ServerUnaryReactor* TensorOpsService::Execute(grpc::CallbackServerContext* ctx,
                                                     const v1::ExecuteRequest* request,
                                                     v1::ExecuteResponse* response) {
+  const absl::Time start = absl::Now();
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(tensorops::Execute(*registry_, *request, response)));
+  // Aliases ("Roll-7") count under their op's canonical name.
+  const OpDef* def = registry_->Find(request->op());
+  const int op_index = metrics_->OpIndex(def != nullptr ? def->spec.name : "unknown");
+  const int64_t request_bytes = static_cast<int64_t>(request->ByteSizeLong());
+  // Every exit goes through here: metrics, logs, Finish.
+  auto finish = [this, reactor, start, op_index, request, request_bytes,
+                 response](const grpc::Status& status) {
+    const double seconds = SecondsSince(start);
+    const int64_t response_bytes =
+        status.ok() ? static_cast<int64_t>(response->ByteSizeLong()) : 0;
+    metrics_->RecordExecute(op_index, status.error_code(), seconds, request_bytes,
+                            response_bytes);
+    if (!status.ok()) LogError(status.error_code(), request->op().substr(0, 64), status.error_message());
+    if (options_.access_log) {
+      Log(LogLevel::kInfo,
+          absl::StrCat("access method=Execute op=", request->op().substr(0, 64),
+                       " code=", CodeName(status.error_code()), " request_bytes=", request_bytes,
+                       " response_bytes=", response_bytes,
+                       " us=", static_cast<int64_t>(seconds * 1e6)));
+    }
+    reactor->Finish(status);
+  };
+
+  if (draining_.load()) {
+    finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"));
+    return reactor;
+  }
+  absl::StatusOr<std::unique_ptr<PreparedExecution>> prepared =
+      PreparedExecution::Make(*registry_, *request);
+  if (!prepared.ok()) {
+    finish(ToGrpcStatus(prepared.status()));
+    return reactor;
+  }
+  const int64_t budget_bytes = request_bytes + (*prepared)->output_bytes();
+  AdmissionController::Limit limit;
+  absl::Status admitted = admission_->Admit(budget_bytes, &limit);
+  if (!admitted.ok()) {
+    metrics_->RecordRejected(limit == AdmissionController::Limit::kQueue
+                                 ? Metrics::Limit::kQueue
+                                 : Metrics::Limit::kInflightBytes);
+    finish(ToGrpcStatus(admitted));
+    return reactor;
+  }
+  metrics_->AddInflightRequests(1);
+  metrics_->AddInflightBytes(budget_bytes);
+  metrics_->SetQueueDepth(admission_->queued());
+
+  // std::function needs a copyable callable: share the prepared execution.
+  std::shared_ptr<PreparedExecution> exec = std::move(*prepared);
+  pool_->Schedule([this, ctx, exec, response, finish, op_index, budget_bytes, start] {
+    admission_->LeaveQueue();
+    metrics_->SetQueueDepth(admission_->queued());
+    const double queued_seconds = SecondsSince(start);
+    grpc::Status status;
+    if (aborting_.load()) {
+      metrics_->RecordDropped(op_index, Metrics::DropReason::kShutdown);
+      status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                            "server is shutting down; the request was not run");
+    } else if (ctx->deadline() < std::chrono::system_clock::now()) {
+      // Checked before IsCancelled: gRPC also cancels a call whose deadline passed.
+      metrics_->RecordDropped(op_index, Metrics::DropReason::kDeadline);
+      status = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                            "deadline passed while the request was queued; it was not run");
+    } else if (ctx->IsCancelled()) {
+      metrics_->RecordDropped(op_index, Metrics::DropReason::kCancelled);
+      status = grpc::Status(grpc::StatusCode::CANCELLED, "request cancelled before it ran");
+    } else {
+      const absl::Time kernel_start = absl::Now();
+      exec->Run(response, pool_, options_.min_parallel_bytes);
+      metrics_->RecordKernel(op_index, queued_seconds, SecondsSince(kernel_start));
+    }
+    finish(status);
+    admission_->Finish(budget_bytes);
+    metrics_->AddInflightRequests(-1);
+    metrics_->AddInflightBytes(-budget_bytes);
+  });
   return reactor;
 }
 
 grpc::ServerUnaryReactor* TensorOpsService::ListOps(grpc::CallbackServerContext* ctx,
                                                     const v1::ListOpsRequest*,
                                                     v1::ListOpsResponse* response) {
-  DescribeOps(*registry_, response);
+  const absl::Time start = absl::Now();
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
+  grpc::Status status = grpc::Status::OK;
+  if (draining_.load()) {
+    status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down");
+  } else {
+    DescribeOps(*registry_, response);
+  }
+  metrics_->RecordListOps(status.error_code(), SecondsSince(start));
+  reactor->Finish(status);
   return reactor;
 }
 

@@ -1,18 +1,37 @@
-// tensorops.v1.TensorOps over gRPC's callback API. Handlers are thin: the
-// request path lives in execution.h, status mapping in status_util.h.
+// tensorops.v1.TensorOps over gRPC's callback API.
 //
-// Thread-safety: safe for concurrent RPCs; the registry is read-only.
+// Execute: the handler decodes and validates on the gRPC thread (cheap),
+// passes admission control, then hands the work to the kernel thread pool and
+// returns. A pool worker drops the request if it was cancelled or its deadline
+// passed while queued, else runs the kernel (split across the pool when large),
+// encodes the reply and finishes the RPC. gRPC's threads never run kernels.
+//
+// Thread-safety: safe for concurrent RPCs.
 #ifndef TENSOROPS_SERVER_SERVICE_H_
 #define TENSOROPS_SERVER_SERVICE_H_
 
+#include <atomic>
+#include <cstdint>
+
 #include "kernels/op_registry.h"
+#include "kernels/thread_pool.h"
+#include "server/admission.h"
+#include "server/metrics.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
 
 namespace tensorops {
 
 class TensorOpsService final : public v1::TensorOps::CallbackService {
  public:
-  explicit TensorOpsService(const OpRegistry* registry) : registry_(registry) {}
+  struct Options {
+    bool access_log = false;  // one log line per request
+    // Output size from which one request is split across the pool.
+    int64_t min_parallel_bytes = int64_t{1} << 20;
+  };
+
+  // None of the pointers is owned; all must outlive the service.
+  TensorOpsService(const OpRegistry* registry, ThreadPool* pool,
+                   AdmissionController* admission, Metrics* metrics, Options options);
 
   grpc::ServerUnaryReactor* Execute(grpc::CallbackServerContext* ctx,
                                     const v1::ExecuteRequest* request,
@@ -21,8 +40,20 @@ class TensorOpsService final : public v1::TensorOps::CallbackService {
                                     const v1::ListOpsRequest* request,
                                     v1::ListOpsResponse* response) override;
 
+  // Drain, step 1: new requests are refused with UNAVAILABLE from now on.
+  void StartDraining() { draining_.store(true); }
+  // Drain, step 2 (drain timeout passed): queued requests are dropped with
+  // UNAVAILABLE instead of running.
+  void AbortQueued() { aborting_.store(true); }
+
  private:
-  const OpRegistry* registry_;  // not owned
+  const OpRegistry* registry_;
+  ThreadPool* pool_;
+  AdmissionController* admission_;
+  Metrics* metrics_;
+  const Options options_;
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> aborting_{false};
 };
 
 }  // namespace tensorops

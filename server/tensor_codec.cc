@@ -118,9 +118,7 @@ Field TypedFieldFor(DType dtype) {
   return Field::kString;
 }
 
-bool IsComplex(DType dtype) {
-  return dtype == DType::kComplex64 || dtype == DType::kComplex128;
-}
+bool IsComplex(DType dtype) { return dtype == DType::kComplex64 || dtype == DType::kComplex128; }
 
 // A byte-copy of `n` elements of T (proto repeated fields store T packed).
 template <typename T>
@@ -139,10 +137,9 @@ absl::Status NarrowIntegers(const google::protobuf::RepeatedField<Wide>& field, 
   for (int i = 0; i < field.size(); ++i) {
     const int64_t v = field.Get(i);
     if (v < kLo || v > kHi) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ".", FieldName(f), "[", i, "] = ", v, " is out of range [",
-          kLo, ", ", kHi, "] for ",
-          DTypeName(dtype)));
+      return absl::InvalidArgumentError(absl::StrCat(what, ".", FieldName(f), "[", i, "] = ", v,
+                                                     " is out of range [", kLo, ", ", kHi, "] for ",
+                                                     DTypeName(dtype)));
     }
     out[i] = static_cast<Narrow>(v);
   }
@@ -320,8 +317,8 @@ void SetDTypeAndShape(DType dtype, const Shape& shape, v1::Tensor* proto) {
 absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor& proto, absl::string_view what) {
   const DType dtype = FromProtoDataType(proto.dtype());
   if (!IsValidDType(dtype)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ".dtype: ", DTypeForMessage(proto.dtype()), " is not a valid data type"));
+    return absl::InvalidArgumentError(absl::StrCat(what, ".dtype: ", DTypeForMessage(proto.dtype()),
+                                                   " is not a valid data type"));
   }
   const int64_t width = ElementWidth(dtype);
   const absl::Span<const int64_t> dims(proto.shape().data(),
@@ -339,9 +336,8 @@ absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor& proto, absl::string
     const Field f = static_cast<Field>(i);
     if (FieldSize(proto, f) == 0) continue;
     if (num_set == 1) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " sets both ", FieldName(set),
-                                                     " and ", FieldName(f),
-                                                     "; set exactly one data field"));
+      return absl::InvalidArgumentError(absl::StrCat(what, " sets both ", FieldName(set), " and ",
+                                                     FieldName(f), "; set exactly one data field"));
     }
     set = f;
     ++num_set;
@@ -354,9 +350,9 @@ absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor& proto, absl::string
   const Field typed = TypedFieldFor(dtype);
   if (num_set == 0) {
     if (n != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, " has no data: set ",
-          dtype == DType::kString ? "" : "raw_data or ", FieldName(typed)));
+      return absl::InvalidArgumentError(absl::StrCat(what, " has no data: set ",
+                                                     dtype == DType::kString ? "" : "raw_data or ",
+                                                     FieldName(typed)));
     }
     out.encoding = Encoding::kRaw;
     out.view.data = kEmptyBuffer;
@@ -370,16 +366,16 @@ absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor& proto, absl::string
     }
     const std::string& raw = proto.raw_data();
     if (static_cast<int64_t>(raw.size()) != *num_bytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ".raw_data has ", raw.size(), " bytes but shape ", ShapeToString(dims), " of ",
-          DTypeName(dtype), " needs ", *num_bytes));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ".raw_data has ", raw.size(), " bytes but shape ", ShapeToString(dims),
+                       " of ", DTypeName(dtype), " needs ", *num_bytes));
     }
     if (dtype == DType::kBool) {
       for (size_t i = 0; i < raw.size(); ++i) {
         const int b = static_cast<uint8_t>(raw[i]);
         if (b > 1) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              what, ".raw_data[", i, "] = ", b, " is not a valid BOOL (0 or 1)"));
+          return absl::InvalidArgumentError(
+              absl::StrCat(what, ".raw_data[", i, "] = ", b, " is not a valid BOOL (0 or 1)"));
         }
       }
     }
@@ -398,9 +394,9 @@ absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor& proto, absl::string
   }
 
   if (set != typed) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ".", FieldName(set), " cannot carry ", DTypeName(dtype), " values; use ",
-        FieldName(typed), dtype == DType::kString ? "" : " or raw_data"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ".", FieldName(set), " cannot carry ", DTypeName(dtype), " values; use ",
+                     FieldName(typed), dtype == DType::kString ? "" : " or raw_data"));
   }
   const int64_t per_element = IsComplex(dtype) ? 2 : 1;
   const int64_t want = n * per_element;  // cannot overflow: n * width fits int64
@@ -408,9 +404,9 @@ absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor& proto, absl::string
   if (have != want) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, ".", FieldName(set), " has ", have, " values but shape ", ShapeToString(dims),
-        per_element == 2 ? absl::StrCat(" of ", DTypeName(dtype), " needs ", want,
-                                        " (2 per element: re, im)")
-                         : absl::StrCat(" needs ", want)));
+        per_element == 2
+            ? absl::StrCat(" of ", DTypeName(dtype), " needs ", want, " (2 per element: re, im)")
+            : absl::StrCat(" needs ", want)));
   }
   out.encoding = Encoding::kTyped;
   out.storage.reset(new char[*num_bytes > 0 ? *num_bytes : 1]);

@@ -1,14 +1,9 @@
 // tensorops-server: serves tensorops.v1.TensorOps, grpc.health.v1.Health and
-// server reflection on one port.
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/grpcpp.h>
-#include <grpcpp/health_check_service_interface.h>
+// server reflection on one port, and Prometheus metrics over HTTP.
 #include <pthread.h>
 #include <signal.h>
 
 #include <cstdio>
-#include <iostream>
-#include <memory>
 #include <string>
 #include <thread>
 
@@ -18,83 +13,106 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "grpc/health/v1/health.pb.h"
-#include "kernels/op_registry.h"
-#include "server/service.h"
+#include "absl/time/time.h"
+#include "server/logging.h"
+#include "server/server.h"
 
 ABSL_FLAG(std::string, host, "127.0.0.1",
-          "Address to listen on (use 0.0.0.0 to accept connections from other hosts).");
-ABSL_FLAG(int, port, 50051, "gRPC port; 0 picks a free port and prints it.");
-
-namespace {
-
-constexpr char kServiceName[] = "tensorops.v1.TensorOps";
-
-}  // namespace
+          "Address to listen on for gRPC (0.0.0.0 accepts connections from other hosts).");
+ABSL_FLAG(int, port, 50051, "gRPC port; 0 picks a free port (printed at start).");
+ABSL_FLAG(int, threads, 0, "Kernel thread pool size; 0 means one per hardware thread.");
+ABSL_FLAG(int64_t, max_queue, 1024,
+          "Requests that may wait for a kernel thread; past it, RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int64_t, max_inflight_bytes, int64_t{4} << 30,
+          "Budget of request + response bytes over all admitted requests; past it, "
+          "RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int64_t, max_message_bytes, int64_t{272} << 20,
+          "Largest gRPC message received or sent (default fits a 256 MiB tensor in raw_data); "
+          "larger requests get RESOURCE_EXHAUSTED from gRPC.");
+ABSL_FLAG(std::string, metrics_host, "127.0.0.1", "Address of the Prometheus /metrics endpoint.");
+ABSL_FLAG(int, metrics_port, 9464,
+          "Port of the Prometheus /metrics endpoint; 0 picks a free port, -1 disables it.");
+ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(10),
+          "On SIGTERM/SIGINT: how long admitted requests may take to finish before queued "
+          "ones are dropped with UNAVAILABLE.");
+ABSL_FLAG(bool, access_log, false,
+          "Log one line per request (op, status, bytes, microseconds) to stderr.");
+ABSL_FLAG(std::string, log_level, "info", "Least severe log line printed: error, warning, info.");
+ABSL_FLAG(int64_t, min_parallel_bytes, int64_t{1} << 20,
+          "Output size from which one request is split across the kernel pool.");
 
 int main(int argc, char** argv) {
   absl::FlagsUsageConfig usage;
-  // Our flags live in this file; --help should list them (Abseil matches on
-  // the binary name, which has a '-' where this file has a '_').
+  // Abseil lists flags of files named after the binary; ours has a '-' where
+  // this file has a '_'.
   usage.contains_help_flags = [](absl::string_view file) {
     return absl::StrContains(file, "tensorops_server");
   };
   usage.contains_helpshort_flags = usage.contains_help_flags;
   absl::SetFlagsUsageConfig(usage);
   absl::SetProgramUsageMessage(
-      "Serves tensor data-movement ops (Reverse, ReverseSequence, Roll, "
-      "onnx.ReverseSequence) over gRPC.\nUsage: tensorops-server [--host=127.0.0.1] "
-      "[--port=50051]");
+      "Serves tensor data-movement ops (Reverse, ReverseSequence, Roll, onnx.ReverseSequence) "
+      "over gRPC, with health, reflection and Prometheus metrics.\n"
+      "Usage: tensorops-server [--host=127.0.0.1] [--port=50051] [flags]");
   absl::ParseCommandLine(argc, argv);
 
-  // Block SIGINT/SIGTERM before any thread starts so only the waiter below sees them.
+  absl::StatusOr<tensorops::LogLevel> level = tensorops::ParseLogLevel(absl::GetFlag(FLAGS_log_level));
+  if (!level.ok()) {
+    std::fprintf(stderr, "tensorops-server: --log_level: %s\n",
+                 std::string(level.status().message()).c_str());
+    return 2;
+  }
+  tensorops::SetLogLevel(*level);
+
+  // Block SIGINT/SIGTERM before any thread starts so only the waiter sees them.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  tensorops::OpRegistry registry;
-  tensorops::RegisterBuiltinOps(&registry);
-  tensorops::TensorOpsService service(&registry);
+  tensorops::ServerOptions options;
+  options.host = absl::GetFlag(FLAGS_host);
+  options.port = absl::GetFlag(FLAGS_port);
+  options.threads = absl::GetFlag(FLAGS_threads);
+  options.max_queue = absl::GetFlag(FLAGS_max_queue);
+  options.max_inflight_bytes = absl::GetFlag(FLAGS_max_inflight_bytes);
+  options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options.metrics_host = absl::GetFlag(FLAGS_metrics_host);
+  options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
+  options.access_log = absl::GetFlag(FLAGS_access_log);
+  options.min_parallel_bytes = absl::GetFlag(FLAGS_min_parallel_bytes);
 
-  grpc::EnableDefaultHealthCheckService(true);
-  // Explicit init: with --as-needed the reflection library's static
-  // initialiser would otherwise be dropped (toolchain.md pitfall 1).
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  // Referencing the health messages registers their descriptors so
-  // reflection can describe grpc.health.v1.Health (pitfall 3).
-  (void)grpc::health::v1::HealthCheckRequest::descriptor();
-
-  const std::string address =
-      absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port));
-  int bound_port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &bound_port);
-  // Large enough for a 256 MiB tensor plus framing, in and out.
-  builder.SetMaxReceiveMessageSize(512 * 1024 * 1024);
-  builder.SetMaxSendMessageSize(512 * 1024 * 1024);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || bound_port == 0) {
-    std::cerr << "tensorops-server: cannot listen on " << address << "\n";
+  auto server = tensorops::TensorOpsServer::Start(options);
+  if (!server.ok()) {
+    tensorops::Log(tensorops::LogLevel::kError,
+                   absl::StrCat("cannot start: ", server.status().message()));
     return 1;
   }
-  server->GetHealthCheckService()->SetServingStatus(kServiceName, true);
-  std::printf("tensorops-server listening on %s:%d\n", absl::GetFlag(FLAGS_host).c_str(),
-              bound_port);
+  // Machine-readable lines on stdout (tests and scripts read the ports here).
+  std::printf("tensorops-server listening on %s:%d\n", options.host.c_str(), (*server)->port());
+  if ((*server)->metrics_port() >= 0) {
+    std::printf("tensorops-server metrics on http://%s:%d/metrics\n",
+                options.metrics_host.c_str(), (*server)->metrics_port());
+  }
   std::fflush(stdout);
+  tensorops::Log(tensorops::LogLevel::kInfo,
+                 absl::StrCat("started: grpc ", options.host, ":", (*server)->port(),
+                              ", metrics port ", (*server)->metrics_port(), ", ",
+                              (*server)->threads(), " kernel threads, max_queue ",
+                              options.max_queue, ", max_inflight_bytes ",
+                              options.max_inflight_bytes));
 
   std::thread waiter([&server, &signals] {
     int sig = 0;
     sigwait(&signals, &sig);
-    std::printf("tensorops-server: signal %d, shutting down\n", sig);
-    std::fflush(stdout);
-    server->GetHealthCheckService()->Shutdown();
-    server->Shutdown();
+    tensorops::Log(tensorops::LogLevel::kInfo, absl::StrCat("signal ", sig, ": shutting down"));
+    (*server)->Shutdown();
   });
-  server->Wait();
+  (*server)->Wait();
   waiter.join();
-  std::printf("tensorops-server: stopped\n");
+  server->reset();
+  tensorops::Log(tensorops::LogLevel::kInfo, "stopped");
   return 0;
 }

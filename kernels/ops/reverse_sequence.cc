@@ -50,7 +50,8 @@ absl::StatusOr<PreparedOp> PrepareReverseSequence(absl::Span<const TensorView> i
   auto plan = std::make_shared<SequenceReversePlan>(data.shape, ElementWidth(data.dtype),
                                                     batch_axis, seq_axis, std::move(lengths));
   const void* in = data.data;
-  return PreparedOp{data.dtype, data.shape, [plan, in](void* out) { plan->Run(in, out); }};
+  return PreparedOp{data.dtype, data.shape, plan->units(),
+                    [plan, in](void* out, int64_t b, int64_t e) { plan->RunRange(in, out, b, e); }};
 }
 
 }  // namespace

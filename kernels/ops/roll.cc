@@ -43,7 +43,8 @@ absl::StatusOr<PreparedOp> PrepareRoll(absl::Span<const TensorView> inputs, cons
   }
   auto plan = std::make_shared<AxisTransformPlan>(data.shape, ElementWidth(data.dtype), per_dim);
   const void* in = data.data;
-  return PreparedOp{data.dtype, data.shape, [plan, in](void* out) { plan->Run(in, out); }};
+  return PreparedOp{data.dtype, data.shape, plan->outer_size(),
+                    [plan, in](void* out, int64_t b, int64_t e) { plan->RunRange(in, out, b, e); }};
 }
 
 }  // namespace

@@ -24,7 +24,8 @@ class ServerE2ETest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     server_ = new testing::ServerProcess();
-    ASSERT_TRUE(server_->Start(TENSOROPS_SERVER_PATH).ok());
+    // A failure here would only skip the tests; SetUp turns it into a failure.
+    *start_status_ = server_->Start(TENSOROPS_SERVER_PATH, {"--metrics_port=0"});
   }
   static void TearDownTestSuite() {
     const int status = server_->Stop();
@@ -34,6 +35,7 @@ class ServerE2ETest : public ::testing::Test {
     delete server_;
   }
   void SetUp() override {
+    ASSERT_TRUE(start_status_->ok()) << *start_status_;
     stub_ = v1::TensorOps::NewStub(
         grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
   }
@@ -44,9 +46,11 @@ class ServerE2ETest : public ::testing::Test {
   }
 
   static testing::ServerProcess* server_;
+  static absl::Status* start_status_;
   std::unique_ptr<v1::TensorOps::Stub> stub_;
 };
 testing::ServerProcess* ServerE2ETest::server_ = nullptr;
+absl::Status* ServerE2ETest::start_status_ = new absl::Status();
 
 v1::Tensor Int32Tensor(std::vector<int64_t> shape, std::vector<int32_t> values) {
   v1::Tensor t;

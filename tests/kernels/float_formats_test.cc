@@ -36,28 +36,52 @@ struct Format {
   // Bit pattern of +max finite and its value.
   uint32_t max_bits;
   double max_value;
-  bool has_inf;     // false: E4M3FN (overflow -> NaN)
-  uint32_t inf;     // +inf encoding (has_inf) or +NaN encoding (E4M3FN)
-  uint32_t sign;    // sign bit
+  bool has_inf;   // false: E4M3FN (overflow -> NaN)
+  uint32_t inf;   // +inf encoding (has_inf) or +NaN encoding (E4M3FN)
+  uint32_t sign;  // sign bit
   uint32_t abs_mask;
 };
 
-const Format kHalf = {
-    "FLOAT16",  16,   [](float f) -> uint32_t { return FloatToHalf(f); },
-    [](uint32_t v) { return HalfToFloat(static_cast<uint16_t>(v)); },
-    0x7BFF,     65504.0, true, 0x7C00, 0x8000, 0x7FFF};
-const Format kBF16 = {
-    "BFLOAT16", 16, [](float f) -> uint32_t { return FloatToBFloat16(f); },
-    [](uint32_t v) { return BFloat16ToFloat(static_cast<uint16_t>(v)); },
-    0x7F7F,     static_cast<double>(FromBits(0x7F7F0000u)), true, 0x7F80, 0x8000, 0x7FFF};
-const Format kE4M3 = {
-    "FLOAT8_E4M3", 8, [](float f) -> uint32_t { return FloatToFloat8E4M3(f); },
-    [](uint32_t v) { return Float8E4M3ToFloat(static_cast<uint8_t>(v)); },
-    0x7E,          448.0, false, 0x7F, 0x80, 0x7F};
-const Format kE5M2 = {
-    "FLOAT8_E5M2", 8, [](float f) -> uint32_t { return FloatToFloat8E5M2(f); },
-    [](uint32_t v) { return Float8E5M2ToFloat(static_cast<uint8_t>(v)); },
-    0x7B,          57344.0, true, 0x7C, 0x80, 0x7F};
+const Format kHalf = {"FLOAT16",
+                      16,
+                      [](float f) -> uint32_t { return FloatToHalf(f); },
+                      [](uint32_t v) { return HalfToFloat(static_cast<uint16_t>(v)); },
+                      0x7BFF,
+                      65504.0,
+                      true,
+                      0x7C00,
+                      0x8000,
+                      0x7FFF};
+const Format kBF16 = {"BFLOAT16",
+                      16,
+                      [](float f) -> uint32_t { return FloatToBFloat16(f); },
+                      [](uint32_t v) { return BFloat16ToFloat(static_cast<uint16_t>(v)); },
+                      0x7F7F,
+                      static_cast<double>(FromBits(0x7F7F0000u)),
+                      true,
+                      0x7F80,
+                      0x8000,
+                      0x7FFF};
+const Format kE4M3 = {"FLOAT8_E4M3",
+                      8,
+                      [](float f) -> uint32_t { return FloatToFloat8E4M3(f); },
+                      [](uint32_t v) { return Float8E4M3ToFloat(static_cast<uint8_t>(v)); },
+                      0x7E,
+                      448.0,
+                      false,
+                      0x7F,
+                      0x80,
+                      0x7F};
+const Format kE5M2 = {"FLOAT8_E5M2",
+                      8,
+                      [](float f) -> uint32_t { return FloatToFloat8E5M2(f); },
+                      [](uint32_t v) { return Float8E5M2ToFloat(static_cast<uint8_t>(v)); },
+                      0x7B,
+                      57344.0,
+                      true,
+                      0x7C,
+                      0x80,
+                      0x7F};
 
 const Format* const kFormats[] = {&kHalf, &kBF16, &kE4M3, &kE5M2};
 
@@ -79,8 +103,8 @@ TEST(FloatFormatsTest, ExhaustiveRoundTripIsIdentity) {
       const uint32_t back = f->narrow(wide);
       if (back != v) {
         ++failures;
-        ADD_FAILURE() << absl::StrFormat("pattern 0x%x -> %a (0x%08x) -> 0x%x", v, wide,
-                                         Bits(wide), back);
+        ADD_FAILURE() << absl::StrFormat("pattern 0x%x -> %a (0x%08x) -> 0x%x", v, wide, Bits(wide),
+                                         back);
       }
       EXPECT_EQ(std::isnan(wide), IsNarrowNaN(*f, v)) << v;
       EXPECT_EQ(std::signbit(wide), (v & f->sign) != 0) << v;
@@ -194,29 +218,29 @@ TEST(FloatFormatsTest, NarrowingTable) {
       {&kHalf, 1.0f + 0x1p-11f, 0x3C00},      // tie, even stays down
       {&kHalf, 1.0f + 3 * 0x1p-11f, 0x3C02},  // tie, odd goes up
       {&kHalf, 1.0f + 0x1p-11f + 0x1p-20f, 0x3C01},
-      {&kHalf, 65504.0f, 0x7BFF},             // max finite
+      {&kHalf, 65504.0f, 0x7BFF},  // max finite
       {&kHalf, 65519.99f, 0x7BFF},
-      {&kHalf, 65520.0f, 0x7C00},             // tie at the top: to inf
+      {&kHalf, 65520.0f, 0x7C00},  // tie at the top: to inf
       {&kHalf, -1e6f, 0xFC00},
       {&kHalf, kInf, 0x7C00},
       {&kHalf, -kInf, 0xFC00},
       {&kHalf, kNaN, 0x7E00},
-      {&kHalf, 0x1p-14f, 0x0400},             // min normal
-      {&kHalf, 0x1p-24f, 0x0001},             // min subnormal
-      {&kHalf, 0x1p-25f, 0x0000},             // tie to even zero
+      {&kHalf, 0x1p-14f, 0x0400},  // min normal
+      {&kHalf, 0x1p-24f, 0x0001},  // min subnormal
+      {&kHalf, 0x1p-25f, 0x0000},  // tie to even zero
       {&kHalf, -0x1p-25f, 0x8000},
       {&kHalf, 0x1.000002p-25f, 0x0001},
-      {&kHalf, 3 * 0x1p-25f, 0x0002},         // tie between 1 and 2 -> 2
-      {&kHalf, 5 * 0x1p-25f, 0x0002},         // tie between 2 and 3 -> 2
-      {&kHalf, 0x1.ffcp-15f, 0x0400},         // max subnormal + half ulp: tie, up into min normal
-      {&kHalf, 0x1.ff8p-15f, 0x03FF},         // max subnormal
+      {&kHalf, 3 * 0x1p-25f, 0x0002},  // tie between 1 and 2 -> 2
+      {&kHalf, 5 * 0x1p-25f, 0x0002},  // tie between 2 and 3 -> 2
+      {&kHalf, 0x1.ffcp-15f, 0x0400},  // max subnormal + half ulp: tie, up into min normal
+      {&kHalf, 0x1.ff8p-15f, 0x03FF},  // max subnormal
       {&kHalf, 1e-30f, 0x0000},
       {&kHalf, std::numeric_limits<float>::denorm_min(), 0x0000},
       // BFLOAT16
       {&kBF16, 1.0f, 0x3F80},
       {&kBF16, -0.0f, 0x8000},
-      {&kBF16, 1.0f + 0x1p-8f, 0x3F80},       // tie, even
-      {&kBF16, 1.0f + 3 * 0x1p-8f, 0x3F82},   // tie, odd goes up
+      {&kBF16, 1.0f + 0x1p-8f, 0x3F80},                     // tie, even
+      {&kBF16, 1.0f + 3 * 0x1p-8f, 0x3F82},                 // tie, odd goes up
       {&kBF16, std::numeric_limits<float>::max(), 0x7F80},  // overflow -> inf
       {&kBF16, FromBits(0x7F7F7FFFu), 0x7F7F},
       {&kBF16, FromBits(0x7F7F8000u), 0x7F80},  // tie at the top: to inf
@@ -229,38 +253,38 @@ TEST(FloatFormatsTest, NarrowingTable) {
       {&kE4M3, 448.0f, 0x7E},
       {&kE4M3, -448.0f, 0xFE},
       {&kE4M3, 463.99f, 0x7E},
-      {&kE4M3, 464.0f, 0x7E},                 // tie between 448 and (NaN) 480: even 448
-      {&kE4M3, 464.01f, 0x7F},                // rounds above 448 -> NaN
+      {&kE4M3, 464.0f, 0x7E},   // tie between 448 and (NaN) 480: even 448
+      {&kE4M3, 464.01f, 0x7F},  // rounds above 448 -> NaN
       {&kE4M3, -500.0f, 0xFF},
       {&kE4M3, 1e10f, 0x7F},
       {&kE4M3, kInf, 0x7F},
       {&kE4M3, -kInf, 0xFF},
       {&kE4M3, kNaN, 0x7F},
       {&kE4M3, -kNaN, 0xFF},
-      {&kE4M3, 256.0f, 0x78},                 // S.1111.000 is finite in E4M3FN
+      {&kE4M3, 256.0f, 0x78},  // S.1111.000 is finite in E4M3FN
       {&kE4M3, 1.0f, 0x38},
-      {&kE4M3, 1.0625f, 0x38},                // tie, even
-      {&kE4M3, 1.1875f, 0x3A},                // tie, odd goes up
-      {&kE4M3, 0x1p-6f, 0x08},                // min normal
-      {&kE4M3, 0x1p-9f, 0x01},                // min subnormal
-      {&kE4M3, 0x1p-10f, 0x00},               // tie to zero
+      {&kE4M3, 1.0625f, 0x38},   // tie, even
+      {&kE4M3, 1.1875f, 0x3A},   // tie, odd goes up
+      {&kE4M3, 0x1p-6f, 0x08},   // min normal
+      {&kE4M3, 0x1p-9f, 0x01},   // min subnormal
+      {&kE4M3, 0x1p-10f, 0x00},  // tie to zero
       {&kE4M3, -0x1p-10f, 0x80},
-      {&kE4M3, 3 * 0x1p-10f, 0x02},           // tie between 1 and 2 -> 2
+      {&kE4M3, 3 * 0x1p-10f, 0x02},  // tie between 1 and 2 -> 2
       {&kE4M3, -0.0f, 0x80},
       // FLOAT8 E5M2
       {&kE5M2, 57344.0f, 0x7B},
       {&kE5M2, 61439.0f, 0x7B},
-      {&kE5M2, 61440.0f, 0x7C},               // tie at the top: to inf
+      {&kE5M2, 61440.0f, 0x7C},  // tie at the top: to inf
       {&kE5M2, -1e9f, 0xFC},
       {&kE5M2, kInf, 0x7C},
       {&kE5M2, -kInf, 0xFC},
       {&kE5M2, kNaN, 0x7E},
       {&kE5M2, 1.0f, 0x3C},
-      {&kE5M2, 1.125f, 0x3C},                 // tie, even
-      {&kE5M2, 1.375f, 0x3E},                 // tie, odd goes up
-      {&kE5M2, 0x1p-14f, 0x04},               // min normal
-      {&kE5M2, 0x1p-16f, 0x01},               // min subnormal
-      {&kE5M2, 0x1p-17f, 0x00},               // tie to zero
+      {&kE5M2, 1.125f, 0x3C},    // tie, even
+      {&kE5M2, 1.375f, 0x3E},    // tie, odd goes up
+      {&kE5M2, 0x1p-14f, 0x04},  // min normal
+      {&kE5M2, 0x1p-16f, 0x01},  // min subnormal
+      {&kE5M2, 0x1p-17f, 0x00},  // tie to zero
       {&kE5M2, 3 * 0x1p-17f, 0x02},
       {&kE5M2, -0.0f, 0x80},
   };
@@ -286,10 +310,10 @@ TEST(FloatFormatsTest, NaNPayloadsAndSigns) {
       {&kHalf, 0xFF800001u, 0xFE00}, {&kHalf, 0x7FFFFFFFu, 0x7FFF},
       {&kBF16, 0x7FC00000u, 0x7FC0}, {&kBF16, 0x7F810000u, 0x7F81},
       {&kBF16, 0x7F800001u, 0x7FC0}, {&kBF16, 0xFF80FFFFu, 0xFFC0},
-      {&kBF16, 0xFFFFFFFFu, 0xFFFF},
-      {&kE4M3, 0x7FC00000u, 0x7F},   {&kE4M3, 0xFF800001u, 0xFF},
-      {&kE5M2, 0x7FC00000u, 0x7E},   {&kE5M2, 0x7FA00000u, 0x7D},
-      {&kE5M2, 0x7F800001u, 0x7E},   {&kE5M2, 0xFF800001u, 0xFE},
+      {&kBF16, 0xFFFFFFFFu, 0xFFFF}, {&kE4M3, 0x7FC00000u, 0x7F},
+      {&kE4M3, 0xFF800001u, 0xFF},   {&kE5M2, 0x7FC00000u, 0x7E},
+      {&kE5M2, 0x7FA00000u, 0x7D},   {&kE5M2, 0x7F800001u, 0x7E},
+      {&kE5M2, 0xFF800001u, 0xFE},
   };
   for (const NaNCase& c : cases) {
     SCOPED_TRACE(absl::StrFormat("%s(0x%08x)", c.format->name, c.in));
@@ -306,14 +330,17 @@ struct WidenCase {
 TEST(FloatFormatsTest, WideningTable) {
   const float kInf = std::numeric_limits<float>::infinity();
   const WidenCase cases[] = {
-      {&kHalf, 0x7BFF, 65504.0f},  {&kHalf, 0x0001, 0x1p-24f}, {&kHalf, 0x03FF, 0x1.ff8p-15f},
-      {&kHalf, 0x0400, 0x1p-14f},  {&kHalf, 0x7C00, kInf},     {&kHalf, 0xFC00, -kInf},
-      {&kHalf, 0xBC00, -1.0f},     {&kBF16, 0x3F80, 1.0f},     {&kBF16, 0x7F80, kInf},
-      {&kBF16, 0x0001, FromBits(0x00010000u)},
-      {&kE4M3, 0x7E, 448.0f},      {&kE4M3, 0x78, 256.0f},     {&kE4M3, 0x01, 0x1p-9f},
-      {&kE4M3, 0x07, 7 * 0x1p-9f}, {&kE4M3, 0x08, 0x1p-6f},    {&kE4M3, 0xB8, -1.0f},
-      {&kE5M2, 0x7B, 57344.0f},    {&kE5M2, 0x7C, kInf},       {&kE5M2, 0xFC, -kInf},
-      {&kE5M2, 0x01, 0x1p-16f},    {&kE5M2, 0x04, 0x1p-14f},
+      {&kHalf, 0x7BFF, 65504.0f},     {&kHalf, 0x0001, 0x1p-24f},
+      {&kHalf, 0x03FF, 0x1.ff8p-15f}, {&kHalf, 0x0400, 0x1p-14f},
+      {&kHalf, 0x7C00, kInf},         {&kHalf, 0xFC00, -kInf},
+      {&kHalf, 0xBC00, -1.0f},        {&kBF16, 0x3F80, 1.0f},
+      {&kBF16, 0x7F80, kInf},         {&kBF16, 0x0001, FromBits(0x00010000u)},
+      {&kE4M3, 0x7E, 448.0f},         {&kE4M3, 0x78, 256.0f},
+      {&kE4M3, 0x01, 0x1p-9f},        {&kE4M3, 0x07, 7 * 0x1p-9f},
+      {&kE4M3, 0x08, 0x1p-6f},        {&kE4M3, 0xB8, -1.0f},
+      {&kE5M2, 0x7B, 57344.0f},       {&kE5M2, 0x7C, kInf},
+      {&kE5M2, 0xFC, -kInf},          {&kE5M2, 0x01, 0x1p-16f},
+      {&kE5M2, 0x04, 0x1p-14f},
   };
   for (const WidenCase& c : cases) {
     SCOPED_TRACE(absl::StrFormat("%s(0x%x)", c.format->name, c.in));

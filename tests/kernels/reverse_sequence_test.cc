@@ -27,30 +27,28 @@ TestTensor Rows() {
   return FromInt64(DType::kInt32, {3, 4}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
 }
 
-const std::vector<DType> kFloatTypes = {DType::kFloat32, DType::kFloat64, DType::kFloat16,
+const std::vector<DType> kFloatTypes = {DType::kFloat32,  DType::kFloat64,    DType::kFloat16,
                                         DType::kBFloat16, DType::kFloat8E4M3, DType::kFloat8E5M2};
-const std::vector<DType> kIntTypes = {DType::kInt8,  DType::kInt16,  DType::kInt32,
-                                      DType::kInt64, DType::kUInt8,  DType::kUInt16,
+const std::vector<DType> kIntTypes = {DType::kInt8,   DType::kInt16, DType::kInt32,
+                                      DType::kInt64,  DType::kUInt8, DType::kUInt16,
                                       DType::kUInt32, DType::kUInt64};
 
 // "For each slice i, it reverses the first seq_lengths[i] elements along the
 // dimension specified in the seq_axis attribute."
 TEST(ReverseSequenceSpec, ExactValuesDefaultAxes) {
   const TestTensor data = Rows();
-  EXPECT_TRUE(Matches(
-      FromInt64(DType::kInt32, {3, 4}, {4, 3, 2, 1, 6, 5, 7, 8, 9, 10, 11, 12}),
-      Run("ReverseSequence", {data, Vec(DType::kInt64, {4, 2, 1})})));
-  EXPECT_TRUE(Matches(
-      FromInt64(DType::kInt32, {3, 4}, {4, 3, 2, 1, 6, 5, 7, 8, 9, 10, 11, 12}),
-      Run("ReverseSequence", {data, Vec(DType::kInt64, {4, 2, 1})}, Axes(0, 1))));
+  EXPECT_TRUE(Matches(FromInt64(DType::kInt32, {3, 4}, {4, 3, 2, 1, 6, 5, 7, 8, 9, 10, 11, 12}),
+                      RunOp("ReverseSequence", {data, Vec(DType::kInt64, {4, 2, 1})})));
+  EXPECT_TRUE(Matches(FromInt64(DType::kInt32, {3, 4}, {4, 3, 2, 1, 6, 5, 7, 8, 9, 10, 11, 12}),
+                      RunOp("ReverseSequence", {data, Vec(DType::kInt64, {4, 2, 1})}, Axes(0, 1))));
 }
 
 TEST(ReverseSequenceSpec, ExactValuesBatchAxisOne) {
   // batch_axis 1, seq_axis 0: columns are the batch, rows the sequence.
   const TestTensor data = Rows();
-  EXPECT_TRUE(Matches(
-      FromInt64(DType::kInt32, {3, 4}, {9, 6, 3, 4, 5, 2, 7, 8, 1, 10, 11, 12}),
-      Run("ReverseSequence", {data, Vec(DType::kInt32, {3, 2, 0, 1})}, Axes(1, 0))));
+  EXPECT_TRUE(
+      Matches(FromInt64(DType::kInt32, {3, 4}, {9, 6, 3, 4, 5, 2, 7, 8, 1, 10, 11, 12}),
+              RunOp("ReverseSequence", {data, Vec(DType::kInt32, {3, 2, 0, 1})}, Axes(1, 0))));
 }
 
 // "Default value: 0" (batch_axis), "Default value: 1" (seq_axis).
@@ -59,33 +57,33 @@ TEST(ReverseSequenceSpec, Defaults) {
   const TestTensor data = RandomTensor(DType::kFloat32, {3, 5, 2}, &rng);
   const std::vector<int64_t> lens = {5, 0, 3};
   const TestTensor expected = ReferenceReverseSequence(data, 0, 1, lens);
-  EXPECT_TRUE(Matches(expected, Run("ReverseSequence", {data, Vec(DType::kInt64, lens)})));
-  EXPECT_TRUE(Matches(expected, Run("ReverseSequence", {data, Vec(DType::kInt64, lens)},
-                                    {{"batch_axis", Int(0)}})));
-  EXPECT_TRUE(Matches(expected, Run("ReverseSequence", {data, Vec(DType::kInt64, lens)},
-                                    {{"seq_axis", Int(1)}})));
+  EXPECT_TRUE(Matches(expected, RunOp("ReverseSequence", {data, Vec(DType::kInt64, lens)})));
+  EXPECT_TRUE(Matches(expected, RunOp("ReverseSequence", {data, Vec(DType::kInt64, lens)},
+                                      {{"batch_axis", Int(0)}})));
+  EXPECT_TRUE(Matches(expected, RunOp("ReverseSequence", {data, Vec(DType::kInt64, lens)},
+                                      {{"seq_axis", Int(1)}})));
   // seq_axis alone: batch_axis stays 0.
   const std::vector<int64_t> lens2 = {2, 1, 2};
-  EXPECT_TRUE(Matches(ReferenceReverseSequence(data, 0, 2, lens2),
-                      Run("ReverseSequence", {data, Vec(DType::kInt64, lens2)},
-                          {{"seq_axis", Int(2)}})));
+  EXPECT_TRUE(
+      Matches(ReferenceReverseSequence(data, 0, 2, lens2),
+              RunOp("ReverseSequence", {data, Vec(DType::kInt64, lens2)}, {{"seq_axis", Int(2)}})));
   // batch_axis alone: seq_axis stays 1.
   const std::vector<int64_t> lens3 = {4, 5};
-  EXPECT_TRUE(Matches(ReferenceReverseSequence(data, 2, 1, lens3),
-                      Run("ReverseSequence", {data, Vec(DType::kInt64, lens3)},
-                          {{"batch_axis", Int(2)}})));
+  EXPECT_TRUE(Matches(
+      ReferenceReverseSequence(data, 2, 1, lens3),
+      RunOp("ReverseSequence", {data, Vec(DType::kInt64, lens3)}, {{"batch_axis", Int(2)}})));
 }
 
 TEST(ReverseSequenceSemantics, DefaultsCollideWhenOnlyOneGiven) {
   const TestTensor data = FromInt64(DType::kInt32, {3, 3}, std::vector<int64_t>(9, 1));
   // batch_axis 1 with the default seq_axis 1.
-  EXPECT_INVALID(Run("ReverseSequence", {data, Vec(DType::kInt64, {1, 1, 1})},
-                     {{"batch_axis", Int(1)}}),
-                 "ReverseSequence", "batch_axis", "seq_axis");
+  EXPECT_INVALID(
+      RunOp("ReverseSequence", {data, Vec(DType::kInt64, {1, 1, 1})}, {{"batch_axis", Int(1)}}),
+      "ReverseSequence", "batch_axis", "seq_axis");
   // seq_axis 0 with the default batch_axis 0.
-  EXPECT_INVALID(Run("ReverseSequence", {data, Vec(DType::kInt64, {1, 1, 1})},
-                     {{"seq_axis", Int(0)}}),
-                 "ReverseSequence", "batch_axis", "seq_axis");
+  EXPECT_INVALID(
+      RunOp("ReverseSequence", {data, Vec(DType::kInt64, {1, 1, 1})}, {{"seq_axis", Int(0)}}),
+      "ReverseSequence", "batch_axis", "seq_axis");
 }
 
 // "Range of values: an integer within the range [-rank(data), rank(data) - 1]"
@@ -99,67 +97,68 @@ TEST(ReverseSequenceSpec, NegativeAxes) {
       if (nb == ns) continue;
       SCOPED_TRACE(absl::StrCat("batch_axis=", b, " seq_axis=", s));
       std::vector<int64_t> lens;
-      for (int64_t i = 0; i < data.shape[nb]; ++i) lens.push_back((i * 7 + 1) % (data.shape[ns] + 1));
+      for (int64_t i = 0; i < data.shape[nb]; ++i)
+        lens.push_back((i * 7 + 1) % (data.shape[ns] + 1));
       EXPECT_TRUE(Matches(ReferenceReverseSequence(data, nb, ns, lens),
-                          Run("ReverseSequence", {data, Vec(DType::kInt64, lens)}, Axes(b, s))));
+                          RunOp("ReverseSequence", {data, Vec(DType::kInt64, lens)}, Axes(b, s))));
     }
   }
 }
 
 TEST(ReverseSequenceSpec, AxesOutOfRangeRejected) {
   const TestTensor data = FromInt64(DType::kInt32, {2, 3, 4}, std::vector<int64_t>(24, 1));
-  EXPECT_INVALID(Run("ReverseSequence", {data, Vec(DType::kInt64, {1, 1})}, Axes(3, 1)),
+  EXPECT_INVALID(RunOp("ReverseSequence", {data, Vec(DType::kInt64, {1, 1})}, Axes(3, 1)),
                  "ReverseSequence", "batch_axis", "3");
-  EXPECT_INVALID(Run("ReverseSequence", {data, Vec(DType::kInt64, {1, 1})}, Axes(-4, 1)),
+  EXPECT_INVALID(RunOp("ReverseSequence", {data, Vec(DType::kInt64, {1, 1})}, Axes(-4, 1)),
                  "ReverseSequence", "batch_axis", "-4");
-  EXPECT_INVALID(Run("ReverseSequence", {data, Vec(DType::kInt64, {1, 1})}, Axes(0, 13)),
+  EXPECT_INVALID(RunOp("ReverseSequence", {data, Vec(DType::kInt64, {1, 1})}, Axes(0, 13)),
                  "ReverseSequence", "seq_axis", "13");
-  EXPECT_INVALID(Run("ReverseSequence", {data, Vec(DType::kInt64, {1, 1})}, Axes(0, -5)),
+  EXPECT_INVALID(RunOp("ReverseSequence", {data, Vec(DType::kInt64, {1, 1})}, Axes(0, -5)),
                  "ReverseSequence", "seq_axis", "-5");
-  EXPECT_INVALID(Run("ReverseSequence", {data, Vec(DType::kInt64, {1, 1})}, Axes(0, 1LL << 40)),
+  EXPECT_INVALID(RunOp("ReverseSequence", {data, Vec(DType::kInt64, {1, 1})}, Axes(0, 1LL << 40)),
                  "ReverseSequence", "seq_axis");
 }
 
 // semantics: "after normalising they must differ."
 TEST(ReverseSequenceSemantics, EqualAxesRejected) {
   const TestTensor data = FromInt64(DType::kInt32, {2, 3, 4}, std::vector<int64_t>(24, 1));
-  EXPECT_INVALID(Run("ReverseSequence", {data, Vec(DType::kInt64, {1, 1})}, Axes(0, 0)),
+  EXPECT_INVALID(RunOp("ReverseSequence", {data, Vec(DType::kInt64, {1, 1})}, Axes(0, 0)),
                  "ReverseSequence", "batch_axis", "seq_axis");
-  EXPECT_INVALID(Run("ReverseSequence", {data, Vec(DType::kInt64, {1, 1})}, Axes(0, -3)),
+  EXPECT_INVALID(RunOp("ReverseSequence", {data, Vec(DType::kInt64, {1, 1})}, Axes(0, -3)),
                  "ReverseSequence", "batch_axis", "seq_axis");
-  EXPECT_INVALID(Run("ReverseSequence", {data, Vec(DType::kInt64, {1, 1, 1, 1})}, Axes(-1, 2)),
+  EXPECT_INVALID(RunOp("ReverseSequence", {data, Vec(DType::kInt64, {1, 1, 1, 1})}, Axes(-1, 2)),
                  "ReverseSequence", "batch_axis", "seq_axis");
 }
 
 // "data - ... A tensor of type T1 and rank greater or equal to 2."
 TEST(ReverseSequenceSpec, RankBelowTwoRejected) {
-  EXPECT_INVALID(Run("ReverseSequence",
-                     {FromInt64(DType::kInt32, {4}, {1, 2, 3, 4}), Vec(DType::kInt64, {4})},
-                     Axes(0, 0)),
+  EXPECT_INVALID(
+      RunOp("ReverseSequence",
+            {FromInt64(DType::kInt32, {4}, {1, 2, 3, 4}), Vec(DType::kInt64, {4})}, Axes(0, 0)),
+      "ReverseSequence", "data");
+  EXPECT_INVALID(RunOp("ReverseSequence",
+                       {FromInt64(DType::kInt32, {4}, {1, 2, 3, 4}), Vec(DType::kInt64, {4})}),
                  "ReverseSequence", "data");
   EXPECT_INVALID(
-      Run("ReverseSequence", {FromInt64(DType::kInt32, {4}, {1, 2, 3, 4}), Vec(DType::kInt64, {4})}),
-      "ReverseSequence", "data");
-  EXPECT_INVALID(
-      Run("ReverseSequence", {FromInt64(DType::kInt32, {}, {1}), Vec(DType::kInt64, {1})}),
+      RunOp("ReverseSequence", {FromInt64(DType::kInt32, {}, {1}), Vec(DType::kInt64, {1})}),
       "ReverseSequence", "data");
 }
 
 // "A 1D tensor comprising data_shape[batch_axis] elements"
 TEST(ReverseSequenceSpec, SeqLengthsShapeChecked) {
   const TestTensor data = Rows();  // [3,4]
-  EXPECT_INVALID(Run("ReverseSequence", {data, Vec(DType::kInt64, {1, 1})}), "ReverseSequence",
+  EXPECT_INVALID(RunOp("ReverseSequence", {data, Vec(DType::kInt64, {1, 1})}), "ReverseSequence",
                  "seq_lengths", "2");
-  EXPECT_INVALID(Run("ReverseSequence", {data, Vec(DType::kInt64, {1, 1, 1, 1})}),
+  EXPECT_INVALID(RunOp("ReverseSequence", {data, Vec(DType::kInt64, {1, 1, 1, 1})}),
                  "ReverseSequence", "seq_lengths", "4");
-  EXPECT_INVALID(Run("ReverseSequence", {data, Vec(DType::kInt64, {})}), "ReverseSequence",
+  EXPECT_INVALID(RunOp("ReverseSequence", {data, Vec(DType::kInt64, {})}), "ReverseSequence",
                  "seq_lengths");
-  EXPECT_INVALID(Run("ReverseSequence", {data, ScalarOf(DType::kInt64, 1)}), "ReverseSequence",
+  EXPECT_INVALID(RunOp("ReverseSequence", {data, ScalarOf(DType::kInt64, 1)}), "ReverseSequence",
                  "seq_lengths");
-  EXPECT_INVALID(Run("ReverseSequence", {data, FromInt64(DType::kInt64, {3, 1}, {1, 1, 1})}),
+  EXPECT_INVALID(RunOp("ReverseSequence", {data, FromInt64(DType::kInt64, {3, 1}, {1, 1, 1})}),
                  "ReverseSequence", "seq_lengths");
   // With batch_axis 1 the count is data_shape[1] = 4.
-  EXPECT_INVALID(Run("ReverseSequence", {data, Vec(DType::kInt64, {1, 1, 1})}, Axes(1, 0)),
+  EXPECT_INVALID(RunOp("ReverseSequence", {data, Vec(DType::kInt64, {1, 1, 1})}, Axes(1, 0)),
                  "ReverseSequence", "seq_lengths", "3");
 }
 
@@ -170,39 +169,38 @@ TEST(ReverseSequenceSemantics, ZeroAndOneReverseNothing) {
   for (DType dt : AllDTypes()) {
     SCOPED_TRACE(DTypeName(dt));
     const TestTensor data = RandomTensor(dt, {3, 5}, &rng);
-    EXPECT_TRUE(Matches(data, Run("ReverseSequence", {data, Vec(DType::kInt64, {0, 1, 0})})));
-    EXPECT_TRUE(Matches(data, Run("ReverseSequence", {data, Vec(DType::kInt64, {1, 1, 1})})));
+    EXPECT_TRUE(Matches(data, RunOp("ReverseSequence", {data, Vec(DType::kInt64, {0, 1, 0})})));
+    EXPECT_TRUE(Matches(data, RunOp("ReverseSequence", {data, Vec(DType::kInt64, {1, 1, 1})})));
     EXPECT_TRUE(Matches(ReferenceReverseSequence(data, 0, 1, {0, 5, 1}),
-                        Run("ReverseSequence", {data, Vec(DType::kInt64, {0, 5, 1})})));
+                        RunOp("ReverseSequence", {data, Vec(DType::kInt64, {0, 5, 1})})));
   }
 }
 
 TEST(ReverseSequenceSemantics, LengthAboveDimRejected) {
   const TestTensor data = Rows();  // seq dim 4
-  EXPECT_INVALID(Run("ReverseSequence", {data, Vec(DType::kInt64, {4, 5, 1})}),
-                 "ReverseSequence", "seq_lengths", "[1]", "5");
-  EXPECT_INVALID(Run("ReverseSequence", {data, Vec(DType::kUInt8, {1, 1, 200})}),
+  EXPECT_INVALID(RunOp("ReverseSequence", {data, Vec(DType::kInt64, {4, 5, 1})}), "ReverseSequence",
+                 "seq_lengths", "[1]", "5");
+  EXPECT_INVALID(RunOp("ReverseSequence", {data, Vec(DType::kUInt8, {1, 1, 200})}),
                  "ReverseSequence", "seq_lengths", "[2]", "200");
-  EXPECT_INVALID(Run("ReverseSequence", {data, FromUInt64(DType::kUInt64, {3},
-                                                         {0, 18446744073709551615ull, 0})}),
+  EXPECT_INVALID(RunOp("ReverseSequence",
+                       {data, FromUInt64(DType::kUInt64, {3}, {0, 18446744073709551615ull, 0})}),
                  "ReverseSequence", "seq_lengths", "[1]");
-  EXPECT_INVALID(
-      Run("ReverseSequence",
-          {data, Vec(DType::kInt64, {std::numeric_limits<int64_t>::max(), 1, 1})}),
-      "ReverseSequence", "seq_lengths", "[0]");
+  EXPECT_INVALID(RunOp("ReverseSequence",
+                       {data, Vec(DType::kInt64, {std::numeric_limits<int64_t>::max(), 1, 1})}),
+                 "ReverseSequence", "seq_lengths", "[0]");
 }
 
 TEST(ReverseSequenceSemantics, NegativeLengthRejected) {
   const TestTensor data = Rows();
   for (DType t : {DType::kInt8, DType::kInt16, DType::kInt32, DType::kInt64}) {
     SCOPED_TRACE(DTypeName(t));
-    EXPECT_INVALID(Run("ReverseSequence", {data, Vec(t, {1, -1, 1})}), "ReverseSequence",
+    EXPECT_INVALID(RunOp("ReverseSequence", {data, Vec(t, {1, -1, 1})}), "ReverseSequence",
                    "seq_lengths", "[1]", "-1");
   }
-  EXPECT_INVALID(Run("ReverseSequence",
-                     {data, Vec(DType::kInt64, {std::numeric_limits<int64_t>::min(), 1, 1})}),
+  EXPECT_INVALID(RunOp("ReverseSequence",
+                       {data, Vec(DType::kInt64, {std::numeric_limits<int64_t>::min(), 1, 1})}),
                  "ReverseSequence", "seq_lengths", "[0]");
-  EXPECT_INVALID(Run("ReverseSequence", {data, FromDouble(DType::kFloat32, {3}, {1, 2, -3})}),
+  EXPECT_INVALID(RunOp("ReverseSequence", {data, FromDouble(DType::kFloat32, {3}, {1, 2, -3})}),
                  "ReverseSequence", "seq_lengths", "[2]", "-3");
 }
 
@@ -213,7 +211,7 @@ TEST(ReverseSequenceSemantics, IntegerLengthTypesAccepted) {
   for (DType t : kIntTypes) {
     SCOPED_TRACE(DTypeName(t));
     EXPECT_TRUE(Matches(ReferenceReverseSequence(data, 0, 1, {4, 2, 3}),
-                        Run("ReverseSequence", {data, Vec(t, {4, 2, 3})})));
+                        RunOp("ReverseSequence", {data, Vec(t, {4, 2, 3})})));
   }
 }
 
@@ -223,10 +221,10 @@ TEST(ReverseSequenceSemantics, WholeFloatLengthsAccepted) {
   for (DType t : kFloatTypes) {
     SCOPED_TRACE(DTypeName(t));
     EXPECT_TRUE(Matches(ReferenceReverseSequence(data, 0, 1, {6, 2, 0, 3}),
-                        Run("ReverseSequence", {data, FromDouble(t, {4}, {6, 2, 0, 3})})));
+                        RunOp("ReverseSequence", {data, FromDouble(t, {4}, {6, 2, 0, 3})})));
     // -0.0 is the whole number 0.
     EXPECT_TRUE(Matches(ReferenceReverseSequence(data, 0, 1, {0, 4, 1, 5}),
-                        Run("ReverseSequence", {data, FromDouble(t, {4}, {-0.0, 4, 1, 5})})));
+                        RunOp("ReverseSequence", {data, FromDouble(t, {4}, {-0.0, 4, 1, 5})})));
   }
 }
 
@@ -235,13 +233,14 @@ TEST(ReverseSequenceSemantics, FractionalLengthRejected) {
   const TestTensor data = FromInt64(DType::kInt32, {3, 4}, std::vector<int64_t>(12, 0));
   for (DType t : kFloatTypes) {
     SCOPED_TRACE(DTypeName(t));
-    EXPECT_INVALID(Run("ReverseSequence", {data, FromDouble(t, {3}, {2, 3, 1.5})}),
+    EXPECT_INVALID(RunOp("ReverseSequence", {data, FromDouble(t, {3}, {2, 3, 1.5})}),
                    "ReverseSequence", "seq_lengths", "[2]", "1.5");
-    EXPECT_INVALID(Run("ReverseSequence", {data, FromDouble(t, {3}, {0.5, 3, 1})}),
+    EXPECT_INVALID(RunOp("ReverseSequence", {data, FromDouble(t, {3}, {0.5, 3, 1})}),
                    "ReverseSequence", "seq_lengths", "[0]", "0.5");
   }
-  EXPECT_INVALID(Run("ReverseSequence", {data, FromDouble(DType::kFloat64, {3}, {2, 3.000001, 1})}),
-                 "ReverseSequence", "seq_lengths", "[1]");
+  EXPECT_INVALID(
+      RunOp("ReverseSequence", {data, FromDouble(DType::kFloat64, {3}, {2, 3.000001, 1})}),
+      "ReverseSequence", "seq_lengths", "[1]");
 }
 
 TEST(ReverseSequenceSemantics, NonFiniteAndHugeFloatLengthsRejected) {
@@ -250,23 +249,22 @@ TEST(ReverseSequenceSemantics, NonFiniteAndHugeFloatLengthsRejected) {
   const double inf = std::numeric_limits<double>::infinity();
   for (DType t : kFloatTypes) {
     SCOPED_TRACE(DTypeName(t));
-    EXPECT_INVALID(Run("ReverseSequence", {data, FromDouble(t, {3}, {1, nan, 1})}),
+    EXPECT_INVALID(RunOp("ReverseSequence", {data, FromDouble(t, {3}, {1, nan, 1})}),
                    "ReverseSequence", "seq_lengths", "[1]");
     if (t != DType::kFloat8E4M3) {  // E4M3FN has no infinity
-      EXPECT_INVALID(Run("ReverseSequence", {data, FromDouble(t, {3}, {1, 1, inf})}),
+      EXPECT_INVALID(RunOp("ReverseSequence", {data, FromDouble(t, {3}, {1, 1, inf})}),
                      "ReverseSequence", "seq_lengths", "[2]");
-      EXPECT_INVALID(Run("ReverseSequence", {data, FromDouble(t, {3}, {-inf, 1, 1})}),
+      EXPECT_INVALID(RunOp("ReverseSequence", {data, FromDouble(t, {3}, {-inf, 1, 1})}),
                      "ReverseSequence", "seq_lengths", "[0]");
     }
   }
-  EXPECT_INVALID(Run("ReverseSequence", {data, FromDouble(DType::kFloat32, {3}, {1, 1e30, 1})}),
+  EXPECT_INVALID(RunOp("ReverseSequence", {data, FromDouble(DType::kFloat32, {3}, {1, 1e30, 1})}),
                  "ReverseSequence", "seq_lengths", "[1]");
-  EXPECT_INVALID(
-      Run("ReverseSequence", {data, FromDouble(DType::kFloat64, {3}, {1, 1, -1e300})}),
-      "ReverseSequence", "seq_lengths", "[2]");
-  EXPECT_INVALID(Run("ReverseSequence", {data, FromDouble(DType::kFloat64, {3}, {1, 1, 1e19})}),
+  EXPECT_INVALID(RunOp("ReverseSequence", {data, FromDouble(DType::kFloat64, {3}, {1, 1, -1e300})}),
                  "ReverseSequence", "seq_lengths", "[2]");
-  EXPECT_INVALID(Run("ReverseSequence", {data, FromDouble(DType::kFloat16, {3}, {1, 5, 1})}),
+  EXPECT_INVALID(RunOp("ReverseSequence", {data, FromDouble(DType::kFloat64, {3}, {1, 1, 1e19})}),
+                 "ReverseSequence", "seq_lengths", "[2]");
+  EXPECT_INVALID(RunOp("ReverseSequence", {data, FromDouble(DType::kFloat16, {3}, {1, 5, 1})}),
                  "ReverseSequence", "seq_lengths", "[1]", "5");
 }
 
@@ -275,7 +273,7 @@ TEST(ReverseSequenceSemantics, NonNumericLengthTypesRejected) {
   const TestTensor data = Rows();
   for (DType t : {DType::kBool, DType::kString, DType::kComplex64, DType::kComplex128}) {
     SCOPED_TRACE(DTypeName(t));
-    EXPECT_INVALID(Run("ReverseSequence", {data, Vec(t, {1, 1, 1})}), "ReverseSequence",
+    EXPECT_INVALID(RunOp("ReverseSequence", {data, Vec(t, {1, 1, 1})}), "ReverseSequence",
                    "seq_lengths", std::string(DTypeName(t)));
   }
 }
@@ -299,7 +297,7 @@ TEST(ReverseSequenceSemantics, AllElementTypes) {
       SCOPED_TRACE(absl::StrCat("batch_axis=", c.batch, " seq_axis=", c.seq,
                                 " seq_lengths=", VecToString(c.lens)));
       const absl::StatusOr<Tensor> got =
-          Run("ReverseSequence", {data, Vec(DType::kInt64, c.lens)}, Axes(c.batch, c.seq));
+          RunOp("ReverseSequence", {data, Vec(DType::kInt64, c.lens)}, Axes(c.batch, c.seq));
       ASSERT_TRUE(got.ok()) << got.status();
       EXPECT_EQ(got->dtype(), dt);
       EXPECT_TRUE(Matches(ReferenceReverseSequence(data, c.batch, c.seq, c.lens), got));
@@ -310,13 +308,13 @@ TEST(ReverseSequenceSemantics, AllElementTypes) {
 TEST(ReverseSequenceSemantics, StringAndNaNBitsKept) {
   const TestTensor s = FromStrings({2, 3}, {"a", "", std::string("\0\0", 2), "dd", "e", "ff"});
   EXPECT_TRUE(Matches(FromStrings({2, 3}, {std::string("\0\0", 2), "", "a", "e", "dd", "ff"}),
-                      Run("ReverseSequence", {s, Vec(DType::kInt64, {3, 2})})));
+                      RunOp("ReverseSequence", {s, Vec(DType::kInt64, {3, 2})})));
   const TestTensor f = FromBits(DType::kFloat32, {1, 4}, {0x7FC00001, 0x80000000, 0xFF800001, 1});
   EXPECT_TRUE(Matches(FromBits(DType::kFloat32, {1, 4}, {0xFF800001, 0x80000000, 0x7FC00001, 1}),
-                      Run("ReverseSequence", {f, Vec(DType::kInt32, {3})})));
+                      RunOp("ReverseSequence", {f, Vec(DType::kInt32, {3})})));
   const TestTensor c = FromBits(DType::kComplex64, {1, 2}, {0x800000007FC00001ull, 7});
   EXPECT_TRUE(Matches(FromBits(DType::kComplex64, {1, 2}, {7, 0x800000007FC00001ull}),
-                      Run("ReverseSequence", {c, Vec(DType::kInt32, {2})})));
+                      RunOp("ReverseSequence", {c, Vec(DType::kInt32, {2})})));
 }
 
 // semantics: zero-size dimensions give an empty output of the same shape.
@@ -325,16 +323,16 @@ TEST(ReverseSequenceSemantics, ZeroSizeDims) {
     SCOPED_TRACE(DTypeName(dt));
     // Empty sequence axis: every length must be 0.
     const TestTensor a = Zeros(dt, {3, 0});
-    EXPECT_TRUE(Matches(a, Run("ReverseSequence", {a, Vec(DType::kInt64, {0, 0, 0})})));
+    EXPECT_TRUE(Matches(a, RunOp("ReverseSequence", {a, Vec(DType::kInt64, {0, 0, 0})})));
     // Empty batch axis: zero lengths.
     const TestTensor b = Zeros(dt, {0, 4});
-    EXPECT_TRUE(Matches(b, Run("ReverseSequence", {b, Vec(DType::kInt64, {})})));
+    EXPECT_TRUE(Matches(b, RunOp("ReverseSequence", {b, Vec(DType::kInt64, {})})));
     // Empty other axis.
     const TestTensor c = Zeros(dt, {2, 3, 0});
-    EXPECT_TRUE(Matches(c, Run("ReverseSequence", {c, Vec(DType::kInt64, {3, 2})})));
+    EXPECT_TRUE(Matches(c, RunOp("ReverseSequence", {c, Vec(DType::kInt64, {3, 2})})));
   }
   const TestTensor a = Zeros(DType::kInt32, {3, 0});
-  EXPECT_INVALID(Run("ReverseSequence", {a, Vec(DType::kInt64, {0, 1, 0})}), "ReverseSequence",
+  EXPECT_INVALID(RunOp("ReverseSequence", {a, Vec(DType::kInt64, {0, 1, 0})}), "ReverseSequence",
                  "seq_lengths", "[1]");
 }
 
@@ -355,10 +353,9 @@ TEST(ReverseSequenceSpec, XmlExample) {
 
 TEST(ReverseSequenceSemantics, AliasReverseSequence1) {
   const TestTensor data = Rows();
-  EXPECT_TRUE(Matches(
-      FromInt64(DType::kInt32, {3, 4}, {4, 3, 2, 1, 6, 5, 7, 8, 9, 10, 11, 12}),
-      Run("ReverseSequence-1", {data, Vec(DType::kInt64, {4, 2, 1})})));
-  EXPECT_INVALID(Run("ReverseSequence-1", {data, Vec(DType::kInt64, {4, 2, 9})}),
+  EXPECT_TRUE(Matches(FromInt64(DType::kInt32, {3, 4}, {4, 3, 2, 1, 6, 5, 7, 8, 9, 10, 11, 12}),
+                      RunOp("ReverseSequence-1", {data, Vec(DType::kInt64, {4, 2, 1})})));
+  EXPECT_INVALID(RunOp("ReverseSequence-1", {data, Vec(DType::kInt64, {4, 2, 9})}),
                  "ReverseSequence", "seq_lengths", "9");
 }
 
@@ -366,15 +363,14 @@ TEST(ReverseSequenceSemantics, AliasReverseSequence1) {
 TEST(ReverseSequenceSemantics, AttributeOfWrongKindRejected) {
   const TestTensor data = Rows();
   for (const std::string name : {"batch_axis", "seq_axis"}) {
-    for (AttrValue v : {AttrValue::String("0"), AttrValue::Number(0.5), AttrValue::Number(1.5),
-                        AttrValue::Bool(false), AttrValue::OfKind(AttrValue::Kind::kList),
-                        AttrValue::OfKind(AttrValue::Kind::kStruct),
-                        AttrValue::OfKind(AttrValue::Kind::kNull),
-                        AttrValue::Number(std::numeric_limits<double>::quiet_NaN()),
-                        AttrValue::Number(std::numeric_limits<double>::infinity()),
-                        AttrValue::Number(1e300)}) {
+    for (AttrValue v :
+         {AttrValue::String("0"), AttrValue::Number(0.5), AttrValue::Number(1.5),
+          AttrValue::Bool(false), AttrValue::OfKind(AttrValue::Kind::kList),
+          AttrValue::OfKind(AttrValue::Kind::kStruct), AttrValue::OfKind(AttrValue::Kind::kNull),
+          AttrValue::Number(std::numeric_limits<double>::quiet_NaN()),
+          AttrValue::Number(std::numeric_limits<double>::infinity()), AttrValue::Number(1e300)}) {
       SCOPED_TRACE(absl::StrCat(name, " ", AttrKindName(v.kind), " ", v.number));
-      EXPECT_INVALID(Run("ReverseSequence", {data, Vec(DType::kInt64, {1, 1, 1})}, {{name, v}}),
+      EXPECT_INVALID(RunOp("ReverseSequence", {data, Vec(DType::kInt64, {1, 1, 1})}, {{name, v}}),
                      "ReverseSequence", name);
     }
   }
@@ -382,20 +378,20 @@ TEST(ReverseSequenceSemantics, AttributeOfWrongKindRejected) {
 
 TEST(ReverseSequenceSemantics, UnknownAttributeRejected) {
   const TestTensor data = Rows();
-  EXPECT_INVALID(Run("ReverseSequence", {data, Vec(DType::kInt64, {1, 1, 1})},
-                     {{"time_axis", Int(1)}}),
-                 "ReverseSequence", "time_axis");
-  EXPECT_INVALID(Run("ReverseSequence", {data, Vec(DType::kInt64, {1, 1, 1})},
-                     {{"batch_axis", Int(0)}, {"mode", Str("index")}}),
+  EXPECT_INVALID(
+      RunOp("ReverseSequence", {data, Vec(DType::kInt64, {1, 1, 1})}, {{"time_axis", Int(1)}}),
+      "ReverseSequence", "time_axis");
+  EXPECT_INVALID(RunOp("ReverseSequence", {data, Vec(DType::kInt64, {1, 1, 1})},
+                       {{"batch_axis", Int(0)}, {"mode", Str("index")}}),
                  "ReverseSequence", "mode");
 }
 
 TEST(ReverseSequenceSemantics, WrongNumberOfInputsRejected) {
   const TestTensor data = Rows();
-  EXPECT_INVALID(Run("ReverseSequence", {}), "ReverseSequence");
-  EXPECT_INVALID(Run("ReverseSequence", {data}), "ReverseSequence");
-  EXPECT_INVALID(Run("ReverseSequence",
-                     {data, Vec(DType::kInt64, {1, 1, 1}), Vec(DType::kInt64, {1, 1, 1})}),
+  EXPECT_INVALID(RunOp("ReverseSequence", {}), "ReverseSequence");
+  EXPECT_INVALID(RunOp("ReverseSequence", {data}), "ReverseSequence");
+  EXPECT_INVALID(RunOp("ReverseSequence",
+                       {data, Vec(DType::kInt64, {1, 1, 1}), Vec(DType::kInt64, {1, 1, 1})}),
                  "ReverseSequence");
 }
 

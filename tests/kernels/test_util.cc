@@ -46,7 +46,8 @@ struct NarrowFormat {
     } else if (e == 0) {
       mag = std::ldexp(static_cast<double>(m), 1 - bias() - m_bits);
     } else {
-      mag = std::ldexp(static_cast<double>(m | (1u << m_bits)), static_cast<int>(e) - bias() - m_bits);
+      mag = std::ldexp(static_cast<double>(m | (1u << m_bits)),
+                       static_cast<int>(e) - bias() - m_bits);
     }
     return neg ? -mag : mag;
   }
@@ -123,12 +124,24 @@ void StoreInt64(DType dtype, int64_t v, unsigned char* dst) {
 
 void StoreDouble(DType dtype, double v, unsigned char* dst) {
   switch (dtype) {
-    case DType::kFloat32: Store(static_cast<float>(v), dst); return;
-    case DType::kFloat64: Store(v, dst); return;
-    case DType::kFloat16: Store(EncodeHalf(v), dst); return;
-    case DType::kBFloat16: Store(EncodeBFloat16(v), dst); return;
-    case DType::kFloat8E4M3: dst[0] = EncodeFloat8E4M3(v); return;
-    case DType::kFloat8E5M2: dst[0] = EncodeFloat8E5M2(v); return;
+    case DType::kFloat32:
+      Store(static_cast<float>(v), dst);
+      return;
+    case DType::kFloat64:
+      Store(v, dst);
+      return;
+    case DType::kFloat16:
+      Store(EncodeHalf(v), dst);
+      return;
+    case DType::kBFloat16:
+      Store(EncodeBFloat16(v), dst);
+      return;
+    case DType::kFloat8E4M3:
+      dst[0] = EncodeFloat8E4M3(v);
+      return;
+    case DType::kFloat8E5M2:
+      dst[0] = EncodeFloat8E5M2(v);
+      return;
     case DType::kComplex64:
       Store(static_cast<float>(v), dst);
       Store(0.0f, dst + 4);
@@ -137,7 +150,9 @@ void StoreDouble(DType dtype, double v, unsigned char* dst) {
       Store(v, dst);
       Store(0.0, dst + 8);
       return;
-    case DType::kBool: dst[0] = v != 0 ? 1 : 0; return;
+    case DType::kBool:
+      dst[0] = v != 0 ? 1 : 0;
+      return;
     default:
       break;
   }
@@ -220,11 +235,16 @@ bool ExactlyRepresentable(DType dtype, double v) {
     case DType::kComplex128:
     case DType::kString:
       return true;
-    case DType::kFloat16: return DecodeHalf(EncodeHalf(v)) == v;
-    case DType::kBFloat16: return DecodeBFloat16(EncodeBFloat16(v)) == v;
-    case DType::kFloat8E4M3: return DecodeFloat8E4M3(EncodeFloat8E4M3(v)) == v;
-    case DType::kFloat8E5M2: return DecodeFloat8E5M2(EncodeFloat8E5M2(v)) == v;
-    case DType::kBool: return v == 0 || v == 1;
+    case DType::kFloat16:
+      return DecodeHalf(EncodeHalf(v)) == v;
+    case DType::kBFloat16:
+      return DecodeBFloat16(EncodeBFloat16(v)) == v;
+    case DType::kFloat8E4M3:
+      return DecodeFloat8E4M3(EncodeFloat8E4M3(v)) == v;
+    case DType::kFloat8E5M2:
+      return DecodeFloat8E5M2(EncodeFloat8E5M2(v)) == v;
+    case DType::kBool:
+      return v == 0 || v == 1;
     default:
       break;
   }
@@ -337,7 +357,9 @@ TestTensor RandomTensor(DType dtype, Shape shape, std::mt19937_64* rng) {
     std::vector<std::string> s(static_cast<size_t>(n));
     for (auto& str : s) {
       const uint64_t kind = RandomBits(rng) % 16;
-      const size_t len = kind == 0 ? 0 : kind == 1 ? 40 + RandomBits(rng) % 60 : RandomBits(rng) % 12;
+      const size_t len = kind == 0   ? 0
+                         : kind == 1 ? 40 + RandomBits(rng) % 60
+                                     : RandomBits(rng) % 12;
       str.resize(len);
       // Bytes 0..255, so embedded NULs and invalid UTF-8 appear.
       for (auto& c : str) c = static_cast<char>(RandomBits(rng) & 0xFF);
@@ -367,29 +389,64 @@ std::vector<int64_t> ToInt64(const TensorView& t) {
     const unsigned char* e = p + i * w;
     int64_t v = 0;
     switch (t.dtype) {
-      case DType::kInt8: v = Load<int8_t>(e); break;
-      case DType::kInt16: v = Load<int16_t>(e); break;
-      case DType::kInt32: v = Load<int32_t>(e); break;
-      case DType::kInt64: v = Load<int64_t>(e); break;
-      case DType::kUInt8: v = Load<uint8_t>(e); break;
-      case DType::kUInt16: v = Load<uint16_t>(e); break;
-      case DType::kUInt32: v = Load<uint32_t>(e); break;
-      case DType::kUInt64: v = static_cast<int64_t>(Load<uint64_t>(e)); break;
-      case DType::kBool: v = e[0]; break;
-      case DType::kFloat32: v = static_cast<int64_t>(Load<float>(e)); break;
-      case DType::kFloat64: v = static_cast<int64_t>(Load<double>(e)); break;
-      case DType::kFloat16: v = static_cast<int64_t>(DecodeHalf(Load<uint16_t>(e))); break;
-      case DType::kBFloat16: v = static_cast<int64_t>(DecodeBFloat16(Load<uint16_t>(e))); break;
-      case DType::kFloat8E4M3: v = static_cast<int64_t>(DecodeFloat8E4M3(e[0])); break;
-      case DType::kFloat8E5M2: v = static_cast<int64_t>(DecodeFloat8E5M2(e[0])); break;
-      case DType::kComplex64: v = static_cast<int64_t>(Load<float>(e)); break;
-      case DType::kComplex128: v = static_cast<int64_t>(Load<double>(e)); break;
+      case DType::kInt8:
+        v = Load<int8_t>(e);
+        break;
+      case DType::kInt16:
+        v = Load<int16_t>(e);
+        break;
+      case DType::kInt32:
+        v = Load<int32_t>(e);
+        break;
+      case DType::kInt64:
+        v = Load<int64_t>(e);
+        break;
+      case DType::kUInt8:
+        v = Load<uint8_t>(e);
+        break;
+      case DType::kUInt16:
+        v = Load<uint16_t>(e);
+        break;
+      case DType::kUInt32:
+        v = Load<uint32_t>(e);
+        break;
+      case DType::kUInt64:
+        v = static_cast<int64_t>(Load<uint64_t>(e));
+        break;
+      case DType::kBool:
+        v = e[0];
+        break;
+      case DType::kFloat32:
+        v = static_cast<int64_t>(Load<float>(e));
+        break;
+      case DType::kFloat64:
+        v = static_cast<int64_t>(Load<double>(e));
+        break;
+      case DType::kFloat16:
+        v = static_cast<int64_t>(DecodeHalf(Load<uint16_t>(e)));
+        break;
+      case DType::kBFloat16:
+        v = static_cast<int64_t>(DecodeBFloat16(Load<uint16_t>(e)));
+        break;
+      case DType::kFloat8E4M3:
+        v = static_cast<int64_t>(DecodeFloat8E4M3(e[0]));
+        break;
+      case DType::kFloat8E5M2:
+        v = static_cast<int64_t>(DecodeFloat8E5M2(e[0]));
+        break;
+      case DType::kComplex64:
+        v = static_cast<int64_t>(Load<float>(e));
+        break;
+      case DType::kComplex128:
+        v = static_cast<int64_t>(Load<double>(e));
+        break;
       case DType::kString: {
         const StringRef ref = Load<StringRef>(e);
         v = std::strtoll(std::string(ref.data, ref.size).c_str(), nullptr, 10);
         break;
       }
-      default: break;
+      default:
+        break;
     }
     out.push_back(v);
   }
@@ -402,8 +459,9 @@ std::vector<int64_t> ToInt64(const TensorView& t) {
                                          << ", got " << DTypeName(actual.dtype);
   }
   if (expected.shape != actual.shape) {
-    return ::testing::AssertionFailure() << "shape: expected " << VecToString({expected.shape.begin(), expected.shape.end()})
-                                         << ", got " << VecToString({actual.shape.begin(), actual.shape.end()});
+    return ::testing::AssertionFailure()
+           << "shape: expected " << VecToString({expected.shape.begin(), expected.shape.end()})
+           << ", got " << VecToString({actual.shape.begin(), actual.shape.end()});
   }
   const int64_t n = expected.num_elements();
   const int64_t w = ElementWidth(expected.dtype);
@@ -431,13 +489,11 @@ std::vector<int64_t> ToInt64(const TensorView& t) {
   if (mismatches == 0) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure()
          << mismatches << " of " << n << " elements of " << Describe(expected)
-         << " differ; first at flat index " << first << " = "
-         << Coords(expected.shape, first) << ": expected " << ElementHex(expected, first)
-         << ", got " << ElementHex(actual, first);
+         << " differ; first at flat index " << first << " = " << Coords(expected.shape, first)
+         << ": expected " << ElementHex(expected, first) << ", got " << ElementHex(actual, first);
 }
 
-::testing::AssertionResult Matches(const TestTensor& expected,
-                                   const absl::StatusOr<Tensor>& got) {
+::testing::AssertionResult Matches(const TestTensor& expected, const absl::StatusOr<Tensor>& got) {
   if (!got.ok()) return ::testing::AssertionFailure() << "op failed: " << got.status();
   return BitwiseEqual(expected.view(), got->view());
 }
@@ -460,14 +516,13 @@ std::vector<TensorView> Views(const std::vector<TestTensor>& inputs) {
 }
 }  // namespace
 
-absl::StatusOr<Tensor> Run(absl::string_view op, const std::vector<TestTensor>& inputs,
-                           const Attrs& attrs) {
+absl::StatusOr<Tensor> RunOp(absl::string_view op, const std::vector<TestTensor>& inputs,
+                             const Attrs& attrs) {
   const std::vector<TensorView> views = Views(inputs);
   return ExecuteOp(Builtins(), op, views, attrs);
 }
 
-absl::StatusOr<PreparedOp> PrepareOnly(absl::string_view op,
-                                       const std::vector<TestTensor>& inputs,
+absl::StatusOr<PreparedOp> PrepareOnly(absl::string_view op, const std::vector<TestTensor>& inputs,
                                        const Attrs& attrs) {
   const std::vector<TensorView> views = Views(inputs);
   return Builtins().Prepare(op, views, attrs);

@@ -63,7 +63,9 @@ TestTensor FromStrings(Shape shape, const std::vector<std::string>& values);
 inline TestTensor Vec(DType dtype, const std::vector<int64_t>& values) {
   return FromInt64(dtype, Shape{static_cast<int64_t>(values.size())}, values);
 }
-inline TestTensor ScalarOf(DType dtype, int64_t value) { return FromInt64(dtype, Shape{}, {value}); }
+inline TestTensor ScalarOf(DType dtype, int64_t value) {
+  return FromInt64(dtype, Shape{}, {value});
+}
 
 // Random contents: random bits for numeric types (NaN payloads, -0.0 and
 // denormals included), 0/1 for BOOL, random strings (empty, embedded NUL,
@@ -93,17 +95,15 @@ bool ExactlyRepresentable(DType dtype, double v);
 ::testing::AssertionResult BitwiseEqual(const TensorView& expected, const TensorView& actual);
 
 // `got` is OK and bitwise equal to `expected`.
-::testing::AssertionResult Matches(const TestTensor& expected,
-                                   const absl::StatusOr<Tensor>& got);
+::testing::AssertionResult Matches(const TestTensor& expected, const absl::StatusOr<Tensor>& got);
 
 // The built-in ops, registered once (RegisterBuiltinOps) on first use.
 const OpRegistry& Builtins();
 // ExecuteOp on Builtins() with views of `inputs`. For STRING data the result
 // references the string storage that `inputs` share with their copies.
-absl::StatusOr<Tensor> Run(absl::string_view op, const std::vector<TestTensor>& inputs,
-                           const Attrs& attrs = {});
-absl::StatusOr<PreparedOp> PrepareOnly(absl::string_view op,
-                                       const std::vector<TestTensor>& inputs,
+absl::StatusOr<Tensor> RunOp(absl::string_view op, const std::vector<TestTensor>& inputs,
+                             const Attrs& attrs = {});
+absl::StatusOr<PreparedOp> PrepareOnly(absl::string_view op, const std::vector<TestTensor>& inputs,
                                        const Attrs& attrs = {});
 
 // Attribute shorthands.
@@ -129,16 +129,15 @@ void ExpectStatus(const absl::StatusOr<T>& result, absl::StatusCode code,
 
 // EXPECT_INVALID(ExecuteOp(...), "Roll", "axes", "7"): INVALID_ARGUMENT whose
 // message contains every string. The trace points at the caller's line.
-#define EXPECT_INVALID(expr, ...)                                                   \
-  do {                                                                              \
-    SCOPED_TRACE(#expr);                                                            \
-    ::tensorops::test::ExpectStatus((expr), ::absl::StatusCode::kInvalidArgument, \
-                                    {__VA_ARGS__});                                 \
+#define EXPECT_INVALID(expr, ...)                                                                 \
+  do {                                                                                            \
+    SCOPED_TRACE(#expr);                                                                          \
+    ::tensorops::test::ExpectStatus((expr), ::absl::StatusCode::kInvalidArgument, {__VA_ARGS__}); \
   } while (0)
 
-#define EXPECT_STATUS_CODE(expr, code, ...)                        \
-  do {                                                             \
-    SCOPED_TRACE(#expr);                                           \
+#define EXPECT_STATUS_CODE(expr, code, ...)                         \
+  do {                                                              \
+    SCOPED_TRACE(#expr);                                            \
     ::tensorops::test::ExpectStatus((expr), (code), {__VA_ARGS__}); \
   } while (0)
 

@@ -77,12 +77,11 @@ v1::Tensor MakeTensor(v1::DataType dtype, std::vector<int64_t> shape) {
 std::string SampleBytes(DType dtype) {
   switch (dtype) {
     case DType::kFloat32:
-      return Pack<uint32_t>({0x7FC00001u, 0x7F800001u, 0x80000000u, 0xFF812345u, 0x00000001u,
-                             0x3F800000u});
+      return Pack<uint32_t>(
+          {0x7FC00001u, 0x7F800001u, 0x80000000u, 0xFF812345u, 0x00000001u, 0x3F800000u});
     case DType::kFloat64:
-      return Pack<uint64_t>({0x7FF8000000000001ull, 0x7FF0000000000001ull,
-                             0x8000000000000000ull, 0xFFF0000000000ABCull, 0x0000000000000001ull,
-                             0xBFF0000000000000ull});
+      return Pack<uint64_t>({0x7FF8000000000001ull, 0x7FF0000000000001ull, 0x8000000000000000ull,
+                             0xFFF0000000000ABCull, 0x0000000000000001ull, 0xBFF0000000000000ull});
     case DType::kFloat16:
       return Pack<uint16_t>({0x7E01, 0x7C01, 0x8000, 0xFDFF, 0x7C00, 0x0001});
     case DType::kBFloat16:
@@ -114,10 +113,9 @@ std::string SampleBytes(DType dtype) {
                              0x00000000u, 0xFF812345u, 0x00000001u, 0x40000000u, 0xC0000000u,
                              0x7F800000u, 0xFF800000u});
     case DType::kComplex128:
-      return Pack<uint64_t>({0x7FF8000000000001ull, 0x8000000000000000ull,
-                             0x7FF0000000000001ull, 0x3FF0000000000000ull, 0x0ull,
-                             0x8000000000000000ull, 0x1ull, 0x2ull, 0x7FF0000000000000ull,
-                             0xFFF0000000000000ull, 0x4000000000000000ull,
+      return Pack<uint64_t>({0x7FF8000000000001ull, 0x8000000000000000ull, 0x7FF0000000000001ull,
+                             0x3FF0000000000000ull, 0x0ull, 0x8000000000000000ull, 0x1ull, 0x2ull,
+                             0x7FF0000000000000ull, 0xFFF0000000000000ull, 0x4000000000000000ull,
                              0xC000000000000000ull});
     case DType::kString:
     case DType::kInvalid:
@@ -256,9 +254,7 @@ TEST(TensorCodecTest, TypedEncodingWidensExactly) {
       {DType::kFloat8E4M3, Pack<uint8_t>({0x7E, 0x01}),
        [](const v1::Tensor& t) { EXPECT_THAT(t.float_data(), ElementsAre(448.0f, 0x1p-9f)); }},
       {DType::kFloat8E5M2, Pack<uint8_t>({0x7B, 0xFC}),
-       [](const v1::Tensor& t) {
-         EXPECT_THAT(t.float_data(), ElementsAre(57344.0f, -INFINITY));
-       }},
+       [](const v1::Tensor& t) { EXPECT_THAT(t.float_data(), ElementsAre(57344.0f, -INFINITY)); }},
       {DType::kComplex64, Pack<float>({1.0f, 2.0f, 3.0f, 4.0f}),
        [](const v1::Tensor& t) { EXPECT_THAT(t.float_data(), ElementsAre(1, 2, 3, 4)); }},
       {DType::kComplex128, Pack<double>({1.0, -2.0, 3.0, -4.0}),
@@ -304,13 +300,17 @@ TEST(TensorCodecTest, TypedNarrowFloatsRoundToNearestEven) {
   };
   const float kInf = INFINITY;
   const std::vector<Case> cases = {
-      {v1::DATA_TYPE_FLOAT16, {1.0f + 0x1p-11f, 65520.0f, 65504.0f, -0.0f, 0x1p-25f, 3 * 0x1p-25f},
+      {v1::DATA_TYPE_FLOAT16,
+       {1.0f + 0x1p-11f, 65520.0f, 65504.0f, -0.0f, 0x1p-25f, 3 * 0x1p-25f},
        Pack<uint16_t>({0x3C00, 0x7C00, 0x7BFF, 0x8000, 0x0000, 0x0002})},
-      {v1::DATA_TYPE_BFLOAT16, {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -kInf, -0.0f},
+      {v1::DATA_TYPE_BFLOAT16,
+       {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -kInf, -0.0f},
        Pack<uint16_t>({0x3F80, 0x3F82, 0xFF80, 0x8000})},
-      {v1::DATA_TYPE_FLOAT8_E4M3, {448.0f, 464.0f, 500.0f, kInf, -kInf, -0.0f},
+      {v1::DATA_TYPE_FLOAT8_E4M3,
+       {448.0f, 464.0f, 500.0f, kInf, -kInf, -0.0f},
        Pack<uint8_t>({0x7E, 0x7E, 0x7F, 0x7F, 0xFF, 0x80})},
-      {v1::DATA_TYPE_FLOAT8_E5M2, {57344.0f, 61440.0f, -1e9f, 0x1p-17f, -0.0f},
+      {v1::DATA_TYPE_FLOAT8_E5M2,
+       {57344.0f, 61440.0f, -1e9f, 0x1p-17f, -0.0f},
        Pack<uint8_t>({0x7B, 0x7C, 0xFC, 0x00, 0x80})},
   };
   for (const Case& c : cases) {
@@ -349,8 +349,8 @@ TEST(TensorCodecTest, TypedIntegersAtTheirBounds) {
 }
 
 TEST(TensorCodecTest, StringRoundTrip) {
-  const std::vector<std::string> values = {"", "abc", std::string("\0\xff\n", 3),
-                                           std::string(1000, 'x'), "tail", "z"};
+  const std::vector<std::string> values = {
+      "", "abc", std::string("\0\xff\n", 3), std::string(1000, 'x'), "tail", "z"};
   for (const ShapeCase& sc : kShapes) {
     SCOPED_TRACE(absl::StrCat("rank ", sc.shape.size()));
     v1::Tensor in = MakeTensor(v1::DATA_TYPE_STRING, sc.shape);
@@ -445,19 +445,29 @@ v1::Tensor WithFloats(v1::DataType dtype, std::vector<int64_t> shape, int count)
 
 TEST(TensorCodecTest, Rejections) {
   const std::vector<RejectCase> cases = {
-      {"unspecified dtype", [] { return WithFloats(v1::DATA_TYPE_UNSPECIFIED, {1}, 1); },
+      {"unspecified dtype",
+       [] { return WithFloats(v1::DATA_TYPE_UNSPECIFIED, {1}, 1); },
        {"inputs[0].dtype: ", "is not a valid data type"}},
-      {"unknown dtype", [] { return WithFloats(static_cast<v1::DataType>(99), {1}, 1); },
+      {"unknown dtype",
+       [] { return WithFloats(static_cast<v1::DataType>(99), {1}, 1); },
        {"inputs[0].dtype: 99 is not a valid data type"}},
-      {"negative dim", [] { return WithFloats(v1::DATA_TYPE_FLOAT32, {2, -2}, 0); },
+      {"negative dim",
+       [] {
+         return WithFloats(v1::DATA_TYPE_FLOAT32, {2, -2}, 0);
+       },
        {"inputs[0].shape[1] = -2 is negative"}},
       {"negative dim behind a zero",
-       [] { return WithFloats(v1::DATA_TYPE_FLOAT32, {0, -1}, 0); },
+       [] {
+         return WithFloats(v1::DATA_TYPE_FLOAT32, {0, -1}, 0);
+       },
        {"inputs[0].shape[1] = -1"}},
       {"element count overflow",
-       [] { return WithFloats(v1::DATA_TYPE_INT8, {1ll << 32, 1ll << 32}, 1); },
+       [] {
+         return WithFloats(v1::DATA_TYPE_INT8, {1ll << 32, 1ll << 32}, 1);
+       },
        {"inputs[0].shape", "int64"}},
-      {"byte size overflow", [] { return WithFloats(v1::DATA_TYPE_COMPLEX128, {1ll << 60}, 1); },
+      {"byte size overflow",
+       [] { return WithFloats(v1::DATA_TYPE_COMPLEX128, {1ll << 60}, 1); },
        {"inputs[0].shape", "byte size"}},
       {"raw and typed",
        [] {
@@ -474,11 +484,16 @@ TEST(TensorCodecTest, Rejections) {
          return t;
        },
        {"int32_data", "int64_data"}},
-      {"no data", [] { return MakeTensor(v1::DATA_TYPE_FLOAT16, {2, 3}); },
+      {"no data",
+       [] {
+         return MakeTensor(v1::DATA_TYPE_FLOAT16, {2, 3});
+       },
        {"inputs[0] has no data: set raw_data or float_data"}},
-      {"no data scalar", [] { return MakeTensor(v1::DATA_TYPE_INT8, {}); },
+      {"no data scalar",
+       [] { return MakeTensor(v1::DATA_TYPE_INT8, {}); },
        {"inputs[0] has no data: set raw_data or int32_data"}},
-      {"no data string", [] { return MakeTensor(v1::DATA_TYPE_STRING, {1}); },
+      {"no data string",
+       [] { return MakeTensor(v1::DATA_TYPE_STRING, {1}); },
        {"inputs[0] has no data: set string_data"}},
       {"int32_data for FLOAT32",
        [] {
@@ -533,7 +548,8 @@ TEST(TensorCodecTest, Rejections) {
          return t;
        },
        {"inputs[0].string_data cannot carry INT64 values; use int64_data or raw_data"}},
-      {"float_data for STRING", [] { return WithFloats(v1::DATA_TYPE_STRING, {1}, 1); },
+      {"float_data for STRING",
+       [] { return WithFloats(v1::DATA_TYPE_STRING, {1}, 1); },
        {"inputs[0].float_data cannot carry STRING values; use string_data"}},
       {"raw_data for STRING",
        [] {
@@ -542,14 +558,22 @@ TEST(TensorCodecTest, Rejections) {
          return t;
        },
        {"inputs[0].raw_data cannot carry STRING values; use string_data"}},
-      {"too few floats", [] { return WithFloats(v1::DATA_TYPE_FLOAT32, {2, 3}, 5); },
+      {"too few floats",
+       [] {
+         return WithFloats(v1::DATA_TYPE_FLOAT32, {2, 3}, 5);
+       },
        {"inputs[0].float_data has 5 values but shape [2,3] needs 6"}},
-      {"too many floats", [] { return WithFloats(v1::DATA_TYPE_BFLOAT16, {}, 2); },
+      {"too many floats",
+       [] { return WithFloats(v1::DATA_TYPE_BFLOAT16, {}, 2); },
        {"inputs[0].float_data has 2 values but shape [] needs 1"}},
-      {"complex count", [] { return WithFloats(v1::DATA_TYPE_COMPLEX64, {2, 3}, 6); },
+      {"complex count",
+       [] {
+         return WithFloats(v1::DATA_TYPE_COMPLEX64, {2, 3}, 6);
+       },
        {"inputs[0].float_data has 6 values but shape [2,3] of COMPLEX64 needs 12",
         "2 per element"}},
-      {"typed data for an empty shape", [] { return WithFloats(v1::DATA_TYPE_FLOAT32, {0}, 1); },
+      {"typed data for an empty shape",
+       [] { return WithFloats(v1::DATA_TYPE_FLOAT32, {0}, 1); },
        {"inputs[0].float_data has 1 values but shape [0] needs 0"}},
       {"string count",
        [] {

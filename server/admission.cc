@@ -1,0 +1,68 @@
+#include "server/admission.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace tensorops {
+
+absl::Status AdmissionController::Admit(int64_t bytes, Limit* limit) {
+  absl::MutexLock lock(&mu_);
+  *limit = Limit::kNone;
+  if (queued_ >= max_queue_) {
+    *limit = Limit::kQueue;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "server queue is full (", queued_, " requests waiting, --max_queue=", max_queue_,
+        "); retry later"));
+  }
+  // A request alone larger than the budget could never run: say so plainly.
+  if (bytes > max_inflight_bytes_) {
+    *limit = Limit::kInflightBytes;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "request needs ", bytes, " bytes (request + response), more than the in-flight budget "
+        "--max_inflight_bytes=", max_inflight_bytes_));
+  }
+  if (bytes_ + bytes > max_inflight_bytes_) {
+    *limit = Limit::kInflightBytes;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "in-flight byte budget exhausted (", bytes_, " of --max_inflight_bytes=",
+        max_inflight_bytes_, " in use, request needs ", bytes, "); retry later"));
+  }
+  ++queued_;
+  ++inflight_;
+  bytes_ += bytes;
+  return absl::OkStatus();
+}
+
+void AdmissionController::LeaveQueue() {
+  absl::MutexLock lock(&mu_);
+  --queued_;
+}
+
+void AdmissionController::Finish(int64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  --inflight_;
+  bytes_ -= bytes;
+}
+
+int64_t AdmissionController::queued() const {
+  absl::MutexLock lock(&mu_);
+  return queued_;
+}
+
+int64_t AdmissionController::inflight_requests() const {
+  absl::MutexLock lock(&mu_);
+  return inflight_;
+}
+
+int64_t AdmissionController::inflight_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return bytes_;
+}
+
+bool AdmissionController::WaitIdle(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return inflight_ == 0; };
+  mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
+  return inflight_ == 0;
+}
+
+}  // namespace tensorops

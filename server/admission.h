@@ -1,0 +1,51 @@
+// Admission control: bounds the number of requests waiting for a kernel
+// thread and the bytes (request + response) of all admitted requests, so an
+// overload is answered with RESOURCE_EXHAUSTED instead of an unbounded queue
+// or an out-of-memory death.
+//
+// Thread-safety: all methods are safe from any thread.
+#ifndef TENSOROPS_SERVER_ADMISSION_H_
+#define TENSOROPS_SERVER_ADMISSION_H_
+
+#include <cstdint>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace tensorops {
+
+class AdmissionController {
+ public:
+  enum class Limit { kNone, kQueue, kInflightBytes };
+
+  AdmissionController(int64_t max_queue, int64_t max_inflight_bytes)
+      : max_queue_(max_queue), max_inflight_bytes_(max_inflight_bytes) {}
+
+  // Takes a queue slot and `bytes` of the budget, or returns RESOURCE_EXHAUSTED
+  // saying which limit (and sets *limit).
+  absl::Status Admit(int64_t bytes, Limit* limit);
+  // The request left the queue (its task started).
+  void LeaveQueue();
+  // The request finished; gives back its bytes.
+  void Finish(int64_t bytes);
+
+  int64_t queued() const;
+  int64_t inflight_requests() const;
+  int64_t inflight_bytes() const;
+  // Waits until no request is in flight, or until `deadline`. True if none is.
+  bool WaitIdle(absl::Time deadline);
+
+ private:
+  const int64_t max_queue_;
+  const int64_t max_inflight_bytes_;
+  mutable absl::Mutex mu_;
+  int64_t queued_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t inflight_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace tensorops
+
+#endif  // TENSOROPS_SERVER_ADMISSION_H_

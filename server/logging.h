@@ -1,0 +1,25 @@
+// Minimal leveled logging to stderr (Debian's Abseil 20220623 has no absl/log).
+// One line per event: "2026-11-22T03:11:43.123Z I tensorops-server: message".
+//
+// Thread-safety: safe from any thread; each line is written with one write().
+#ifndef TENSOROPS_SERVER_LOGGING_H_
+#define TENSOROPS_SERVER_LOGGING_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace tensorops {
+
+enum class LogLevel { kError = 0, kWarning = 1, kInfo = 2 };
+
+// "error" | "warning" | "info".
+absl::StatusOr<LogLevel> ParseLogLevel(absl::string_view text);
+void SetLogLevel(LogLevel level);
+bool LogEnabled(LogLevel level);
+void Log(LogLevel level, absl::string_view message);
+
+}  // namespace tensorops
+
+#endif  // TENSOROPS_SERVER_LOGGING_H_

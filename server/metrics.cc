@@ -1,0 +1,336 @@
+#include "server/metrics.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <array>
+#include <exception>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace tensorops {
+namespace {
+
+// grpc::StatusCode runs 0..16 without gaps; the label is the code's name as
+// Prometheus users know it from gRPC (upper snake case).
+constexpr int kNumCodes = 17;
+constexpr std::array<const char*, kNumCodes> kCodeNames = {
+    "OK",                   // 0
+    "CANCELLED",            // 1
+    "UNKNOWN",              // 2
+    "INVALID_ARGUMENT",     // 3
+    "DEADLINE_EXCEEDED",    // 4
+    "NOT_FOUND",            // 5
+    "ALREADY_EXISTS",       // 6
+    "PERMISSION_DENIED",    // 7
+    "RESOURCE_EXHAUSTED",   // 8
+    "FAILED_PRECONDITION",  // 9
+    "ABORTED",              // 10
+    "OUT_OF_RANGE",         // 11
+    "UNIMPLEMENTED",        // 12
+    "INTERNAL",             // 13
+    "UNAVAILABLE",          // 14
+    "DATA_LOSS",            // 15
+    "UNAUTHENTICATED",      // 16
+};
+// The table above is indexed by the enum value: let the compiler check it.
+static_assert(grpc::StatusCode::OK == 0);
+static_assert(grpc::StatusCode::CANCELLED == 1);
+static_assert(grpc::StatusCode::UNKNOWN == 2);
+static_assert(grpc::StatusCode::INVALID_ARGUMENT == 3);
+static_assert(grpc::StatusCode::DEADLINE_EXCEEDED == 4);
+static_assert(grpc::StatusCode::NOT_FOUND == 5);
+static_assert(grpc::StatusCode::ALREADY_EXISTS == 6);
+static_assert(grpc::StatusCode::PERMISSION_DENIED == 7);
+static_assert(grpc::StatusCode::RESOURCE_EXHAUSTED == 8);
+static_assert(grpc::StatusCode::FAILED_PRECONDITION == 9);
+static_assert(grpc::StatusCode::ABORTED == 10);
+static_assert(grpc::StatusCode::OUT_OF_RANGE == 11);
+static_assert(grpc::StatusCode::UNIMPLEMENTED == 12);
+static_assert(grpc::StatusCode::INTERNAL == 13);
+static_assert(grpc::StatusCode::UNAVAILABLE == 14);
+static_assert(grpc::StatusCode::DATA_LOSS == 15);
+static_assert(grpc::StatusCode::UNAUTHENTICATED == 16);
+
+constexpr int kNumDropReasons = 3;
+constexpr std::array<const char*, kNumDropReasons> kDropReasonNames = {"deadline", "cancelled",
+                                                                       "shutdown"};
+static_assert(static_cast<int>(Metrics::DropReason::kDeadline) == 0);
+static_assert(static_cast<int>(Metrics::DropReason::kCancelled) == 1);
+static_assert(static_cast<int>(Metrics::DropReason::kShutdown) == 2);
+
+constexpr int kNumLimits = 2;
+constexpr std::array<const char*, kNumLimits> kLimitNames = {"queue", "inflight_bytes"};
+static_assert(static_cast<int>(Metrics::Limit::kQueue) == 0);
+static_assert(static_cast<int>(Metrics::Limit::kInflightBytes) == 1);
+
+constexpr char kUnknownOp[] = "unknown";
+constexpr char kNoOp[] = "none";
+constexpr char kExecute[] = "Execute";
+constexpr char kListOps[] = "ListOps";
+
+// 5 us .. 10 s: a small memcpy-bound op takes microseconds, a big one or a
+// long queue wait takes seconds.
+prometheus::Histogram::BucketBoundaries DurationBuckets() {
+  return {5e-6, 1e-5,  2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3,
+          0.01, 0.025, 0.05,   0.1,  0.25, 0.5,    1,    2.5,  5,      10};
+}
+
+// 64 B .. 1 GiB in powers of 4.
+prometheus::Histogram::BucketBoundaries SizeBuckets() {
+  prometheus::Histogram::BucketBoundaries buckets;
+  for (int64_t b = 64; b <= (int64_t{1} << 30); b *= 4) buckets.push_back(static_cast<double>(b));
+  return buckets;
+}
+
+int CodeIndex(grpc::StatusCode code) {
+  const int i = static_cast<int>(code);
+  // Codes outside the enum cannot come from gRPC; count them as UNKNOWN
+  // rather than index out of bounds.
+  return (i >= 0 && i < kNumCodes) ? i : static_cast<int>(grpc::StatusCode::UNKNOWN);
+}
+
+}  // namespace
+
+struct Metrics::Impl {
+  // ops.size() known ops, then "unknown" at index ops.size().
+  std::vector<std::string> op_names;
+  int unknown_index = 0;
+
+  // [op_index][code], op_index over known ops + unknown.
+  std::vector<std::array<prometheus::Counter*, kNumCodes>> execute_requests;
+  std::array<prometheus::Counter*, kNumCodes> list_ops_requests{};
+  // [op_index], known ops + unknown.
+  std::vector<prometheus::Histogram*> execute_duration;
+  prometheus::Histogram* list_ops_duration = nullptr;
+  std::vector<prometheus::Histogram*> request_size;
+  std::vector<prometheus::Histogram*> response_size;
+  // [op_index], known ops only: unknown ops never reach the queue.
+  std::vector<prometheus::Histogram*> queue_duration;
+  std::vector<prometheus::Histogram*> kernel_duration;
+  std::vector<std::array<prometheus::Counter*, kNumDropReasons>> dropped;
+  std::array<prometheus::Counter*, kNumLimits> rejected{};
+  prometheus::Gauge* inflight_requests = nullptr;
+  prometheus::Gauge* inflight_bytes = nullptr;
+  prometheus::Gauge* queue_depth = nullptr;
+  prometheus::Gauge* pool_threads = nullptr;
+
+  // Any index from OpIndex() is valid; clamp anything else to "unknown".
+  int AnyOp(int op_index) const {
+    return (op_index >= 0 && op_index <= unknown_index) ? op_index : unknown_index;
+  }
+  bool KnownOp(int op_index) const { return op_index >= 0 && op_index < unknown_index; }
+};
+
+Metrics::Metrics(const std::vector<std::string>& ops)
+    : registry_(std::make_shared<prometheus::Registry>()), impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.op_names = ops;
+  m.unknown_index = static_cast<int>(ops.size());
+  m.op_names.push_back(kUnknownOp);
+  const size_t num_any = m.op_names.size();
+
+  auto& requests = prometheus::BuildCounter()
+                       .Name("tensorops_requests_total")
+                       .Help(
+                           "Finished RPCs by method, op (\"unknown\" for an op name the "
+                           "server does not know, \"none\" for ListOps) and gRPC status code.")
+                       .Register(*registry_);
+  m.execute_requests.resize(num_any);
+  for (size_t op = 0; op < num_any; ++op) {
+    for (int code = 0; code < kNumCodes; ++code) {
+      m.execute_requests[op][code] =
+          &requests.Add({{"method", kExecute}, {"op", m.op_names[op]}, {"code", kCodeNames[code]}});
+    }
+  }
+  for (int code = 0; code < kNumCodes; ++code) {
+    m.list_ops_requests[code] =
+        &requests.Add({{"method", kListOps}, {"op", kNoOp}, {"code", kCodeNames[code]}});
+  }
+
+  auto& request_duration =
+      prometheus::BuildHistogram()
+          .Name("tensorops_request_duration_seconds")
+          .Help(
+              "Whole-RPC latency in seconds, from the handler receiving the request to "
+              "the response being handed to gRPC (decode, queue, kernel, encode).")
+          .Register(*registry_);
+  for (size_t op = 0; op < num_any; ++op) {
+    m.execute_duration.push_back(
+        &request_duration.Add({{"method", kExecute}, {"op", m.op_names[op]}}, DurationBuckets()));
+  }
+  m.list_ops_duration =
+      &request_duration.Add({{"method", kListOps}, {"op", kNoOp}}, DurationBuckets());
+
+  auto& queue_duration = prometheus::BuildHistogram()
+                             .Name("tensorops_queue_duration_seconds")
+                             .Help(
+                                 "Seconds an admitted Execute waited for a kernel-pool "
+                                 "thread before its kernel started.")
+                             .Register(*registry_);
+  auto& kernel_duration = prometheus::BuildHistogram()
+                              .Name("tensorops_kernel_duration_seconds")
+                              .Help(
+                                  "Seconds the kernel of an Execute ran (all pool threads "
+                                  "together, wall clock).")
+                              .Register(*registry_);
+  for (int op = 0; op < m.unknown_index; ++op) {
+    m.queue_duration.push_back(&queue_duration.Add({{"op", m.op_names[op]}}, DurationBuckets()));
+    m.kernel_duration.push_back(&kernel_duration.Add({{"op", m.op_names[op]}}, DurationBuckets()));
+  }
+
+  auto& request_size = prometheus::BuildHistogram()
+                           .Name("tensorops_request_size_bytes")
+                           .Help("Size in bytes of each Execute request message.")
+                           .Register(*registry_);
+  auto& response_size = prometheus::BuildHistogram()
+                            .Name("tensorops_response_size_bytes")
+                            .Help(
+                                "Size in bytes of each Execute response message "
+                                "(0 when the RPC failed).")
+                            .Register(*registry_);
+  for (size_t op = 0; op < num_any; ++op) {
+    m.request_size.push_back(&request_size.Add({{"op", m.op_names[op]}}, SizeBuckets()));
+    m.response_size.push_back(&response_size.Add({{"op", m.op_names[op]}}, SizeBuckets()));
+  }
+
+  auto& dropped = prometheus::BuildCounter()
+                      .Name("tensorops_dropped_requests_total")
+                      .Help(
+                          "Execute requests admitted to the queue but dropped before their "
+                          "kernel ran, by op and reason (deadline passed, client "
+                          "cancelled, server shutting down).")
+                      .Register(*registry_);
+  m.dropped.resize(m.unknown_index);
+  for (int op = 0; op < m.unknown_index; ++op) {
+    for (int r = 0; r < kNumDropReasons; ++r) {
+      m.dropped[op][r] = &dropped.Add({{"op", m.op_names[op]}, {"reason", kDropReasonNames[r]}});
+    }
+  }
+
+  auto& rejected = prometheus::BuildCounter()
+                       .Name("tensorops_rejected_requests_total")
+                       .Help(
+                           "Execute requests refused by admission control with "
+                           "RESOURCE_EXHAUSTED, by the limit that was hit (queue length "
+                           "or in-flight bytes).")
+                       .Register(*registry_);
+  for (int l = 0; l < kNumLimits; ++l) {
+    m.rejected[l] = &rejected.Add({{"limit", kLimitNames[l]}});
+  }
+
+  m.inflight_requests = &prometheus::BuildGauge()
+                             .Name("tensorops_inflight_requests")
+                             .Help(
+                                 "Execute requests admitted and not yet finished "
+                                 "(queued or running).")
+                             .Register(*registry_)
+                             .Add({});
+  m.inflight_bytes = &prometheus::BuildGauge()
+                          .Name("tensorops_inflight_bytes")
+                          .Help(
+                              "Bytes of tensor data held by admitted, unfinished Execute "
+                              "requests (the quantity the in-flight bytes limit bounds).")
+                          .Register(*registry_)
+                          .Add({});
+  m.queue_depth = &prometheus::BuildGauge()
+                       .Name("tensorops_queue_depth")
+                       .Help("Execute requests waiting in the queue for a kernel-pool thread.")
+                       .Register(*registry_)
+                       .Add({});
+  m.pool_threads = &prometheus::BuildGauge()
+                        .Name("tensorops_pool_threads")
+                        .Help("Threads in the kernel thread pool.")
+                        .Register(*registry_)
+                        .Add({});
+}
+
+Metrics::~Metrics() = default;
+
+absl::StatusOr<int> Metrics::StartHttp(const std::string& host, int port) {
+  const std::string address = absl::StrCat(host, ":", port);
+  if (exposer_ != nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("metrics HTTP server already started; cannot also serve on ", address));
+  }
+  std::unique_ptr<prometheus::Exposer> exposer;
+  try {
+    exposer = std::make_unique<prometheus::Exposer>(address);
+  } catch (const std::exception& e) {
+    // civetweb reports bind failures (address in use, bad host) by throwing.
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve metrics on ", address, ": ", e.what()));
+  }
+  const std::vector<int> ports = exposer->GetListeningPorts();
+  if (ports.empty()) {
+    return absl::UnavailableError(
+        absl::StrCat("metrics HTTP server on ", address, " reports no listening port"));
+  }
+  exposer->RegisterCollectable(registry_);
+  exposer_ = std::move(exposer);
+  return ports.front();
+}
+
+int Metrics::OpIndex(absl::string_view op) const {
+  for (int i = 0; i < impl_->unknown_index; ++i) {
+    if (impl_->op_names[i] == op) return i;
+  }
+  return impl_->unknown_index;
+}
+
+void Metrics::RecordExecute(int op_index, grpc::StatusCode code, double seconds,
+                            int64_t request_bytes, int64_t response_bytes) {
+  const int op = impl_->AnyOp(op_index);
+  impl_->execute_requests[op][CodeIndex(code)]->Increment();
+  impl_->execute_duration[op]->Observe(seconds);
+  impl_->request_size[op]->Observe(static_cast<double>(request_bytes));
+  impl_->response_size[op]->Observe(static_cast<double>(response_bytes));
+}
+
+void Metrics::RecordListOps(grpc::StatusCode code, double seconds) {
+  impl_->list_ops_requests[CodeIndex(code)]->Increment();
+  impl_->list_ops_duration->Observe(seconds);
+}
+
+void Metrics::RecordKernel(int op_index, double queue_seconds, double kernel_seconds) {
+  // Unknown ops never reach a kernel and have no child here.
+  if (!impl_->KnownOp(op_index)) return;
+  impl_->queue_duration[op_index]->Observe(queue_seconds);
+  impl_->kernel_duration[op_index]->Observe(kernel_seconds);
+}
+
+void Metrics::RecordDropped(int op_index, DropReason reason) {
+  // Unknown ops are refused before admission, so they cannot be dropped.
+  if (!impl_->KnownOp(op_index)) return;
+  const int r = static_cast<int>(reason);
+  if (r < 0 || r >= kNumDropReasons) return;
+  impl_->dropped[op_index][r]->Increment();
+}
+
+void Metrics::RecordRejected(Limit limit) {
+  const int l = static_cast<int>(limit);
+  if (l < 0 || l >= kNumLimits) return;
+  impl_->rejected[l]->Increment();
+}
+
+void Metrics::AddInflightRequests(int64_t delta) {
+  impl_->inflight_requests->Increment(static_cast<double>(delta));
+}
+
+void Metrics::AddInflightBytes(int64_t delta) {
+  impl_->inflight_bytes->Increment(static_cast<double>(delta));
+}
+
+void Metrics::SetQueueDepth(int64_t depth) { impl_->queue_depth->Set(static_cast<double>(depth)); }
+
+void Metrics::SetPoolThreads(int64_t threads) {
+  impl_->pool_threads->Set(static_cast<double>(threads));
+}
+
+}  // namespace tensorops

@@ -1,0 +1,105 @@
+#include "server/server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "grpc/health/v1/health.pb.h"
+#include "server/logging.h"
+
+namespace tensorops {
+namespace {
+
+constexpr char kServiceName[] = "tensorops.v1.TensorOps";
+
+}  // namespace
+
+TensorOpsServer::TensorOpsServer(const ServerOptions& options) : options_(options) {}
+
+absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
+    const ServerOptions& options) {
+  std::unique_ptr<TensorOpsServer> s(new TensorOpsServer(options));
+  RegisterBuiltinOps(&s->registry_);
+  std::vector<std::string> op_names;
+  for (const auto& def : s->registry_.ops()) op_names.push_back(def->spec.name);
+  s->metrics_ = std::make_unique<Metrics>(op_names);
+  if (options.metrics_port >= 0) {
+    absl::StatusOr<int> mport = s->metrics_->StartHttp(options.metrics_host, options.metrics_port);
+    if (!mport.ok()) return mport.status();
+    s->metrics_port_ = *mport;
+  }
+  s->admission_ =
+      std::make_unique<AdmissionController>(options.max_queue, options.max_inflight_bytes);
+  const int threads =
+      options.threads > 0 ? options.threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  s->pool_ = std::make_unique<ThreadPool>(threads);
+  s->metrics_->SetPoolThreads(threads);
+  TensorOpsService::Options service_options;
+  service_options.access_log = options.access_log;
+  service_options.min_parallel_bytes = options.min_parallel_bytes;
+  s->service_ = std::make_unique<TensorOpsService>(&s->registry_, s->pool_.get(),
+                                                   s->admission_.get(), s->metrics_.get(),
+                                                   service_options);
+
+  // Both are process-wide switches read by the next ServerBuilder.
+  grpc::EnableDefaultHealthCheckService(true);
+  // Explicit init: with --as-needed the reflection library's static
+  // initialiser would otherwise be dropped (toolchain.md pitfall 1).
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  // Referencing the health messages registers their descriptors so
+  // reflection can describe grpc.health.v1.Health (pitfall 3).
+  (void)grpc::health::v1::HealthCheckRequest::descriptor();
+
+  const std::string address = absl::StrCat(options.host, ":", options.port);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &s->port_);
+  const int max_message = static_cast<int>(
+      std::min<int64_t>(options.max_message_bytes, std::numeric_limits<int>::max()));
+  builder.SetMaxReceiveMessageSize(max_message);
+  builder.SetMaxSendMessageSize(max_message);
+  builder.RegisterService(s->service_.get());
+  s->server_ = builder.BuildAndStart();
+  if (s->server_ == nullptr || s->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
+  }
+  s->server_->GetHealthCheckService()->SetServingStatus(kServiceName, true);
+  return s;
+}
+
+void TensorOpsServer::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  Log(LogLevel::kInfo, absl::StrCat("draining: health NOT_SERVING, refusing new requests, ",
+                                    admission_->inflight_requests(), " in flight, timeout ",
+                                    absl::FormatDuration(options_.drain_timeout)));
+  // Health first, so load balancers stop sending before we refuse.
+  server_->GetHealthCheckService()->Shutdown();
+  service_->StartDraining();
+  if (!admission_->WaitIdle(absl::Now() + options_.drain_timeout)) {
+    Log(LogLevel::kWarning,
+        absl::StrCat("drain timeout: dropping ", admission_->queued(),
+                     " queued requests with UNAVAILABLE"));
+    service_->AbortQueued();
+  }
+  // Requests still running finish; the pool stays up until the server is
+  // down because Shutdown waits for every outstanding callback.
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+}
+
+void TensorOpsServer::Wait() { server_->Wait(); }
+
+TensorOpsServer::~TensorOpsServer() {
+  if (server_ != nullptr) {
+    Shutdown();
+    server_->Wait();
+  }
+  // Tasks refer to the service and metrics: stop the pool before them.
+  pool_.reset();
+}
+
+}  // namespace tensorops

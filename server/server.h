@@ -1,0 +1,73 @@
+// The whole tensorops server: gRPC (TensorOps, health, reflection), the
+// kernel pool, admission control and the metrics endpoint, with a graceful
+// drain. Used by main and by in-process tests.
+//
+// Thread-safety: Shutdown() may be called from any thread, once; port
+// accessors are safe anywhere.
+#ifndef TENSOROPS_SERVER_SERVER_H_
+#define TENSOROPS_SERVER_SERVER_H_
+
+#include <grpcpp/server.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "kernels/op_registry.h"
+#include "kernels/thread_pool.h"
+#include "server/admission.h"
+#include "server/metrics.h"
+#include "server/service.h"
+
+namespace tensorops {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 50051;  // 0 picks a free port
+  int threads = 0;   // kernel pool size; 0 = hardware threads
+  int64_t max_queue = 1024;
+  int64_t max_inflight_bytes = int64_t{4} << 30;
+  int64_t max_message_bytes = int64_t{272} << 20;
+  std::string metrics_host = "127.0.0.1";
+  int metrics_port = 9464;  // 0 picks a free port; -1 disables the endpoint
+  absl::Duration drain_timeout = absl::Seconds(10);
+  bool access_log = false;
+  int64_t min_parallel_bytes = int64_t{1} << 20;
+};
+
+class TensorOpsServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<TensorOpsServer>> Start(const ServerOptions& options);
+  ~TensorOpsServer();
+
+  int port() const { return port_; }
+  int metrics_port() const { return metrics_port_; }  // -1 when disabled
+  int threads() const { return pool_->num_threads(); }
+
+  // Graceful stop: health turns NOT_SERVING, new requests get UNAVAILABLE,
+  // admitted ones finish (up to the drain timeout; queued ones still waiting
+  // then are dropped with UNAVAILABLE), then the gRPC server stops.
+  void Shutdown();
+  // Blocks until the gRPC server has stopped.
+  void Wait();
+
+ private:
+  explicit TensorOpsServer(const ServerOptions& options);
+
+  ServerOptions options_;
+  OpRegistry registry_;
+  std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<AdmissionController> admission_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<TensorOpsService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  int metrics_port_ = -1;
+  bool shut_down_ = false;
+};
+
+}  // namespace tensorops
+
+#endif  // TENSOROPS_SERVER_SERVER_H_
