@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +16,9 @@ namespace tensorops {
 namespace {
 
 constexpr char kServiceName[] = "tensorops.v1.TensorOps";
+// The drain's quiet period: no new call for this long, waited at most kMaxQuietWait.
+constexpr absl::Duration kQuietPeriod = absl::Milliseconds(200);
+constexpr absl::Duration kMaxQuietWait = absl::Seconds(2);
 
 }  // namespace
 
@@ -80,15 +84,24 @@ void TensorOpsServer::Shutdown() {
   // Health first, so load balancers stop sending before we refuse.
   server_->GetHealthCheckService()->Shutdown();
   service_->StartDraining();
-  if (!admission_->WaitIdle(absl::Now() + options_.drain_timeout)) {
+  const absl::Time drain_deadline = absl::Now() + options_.drain_timeout;
+  if (!admission_->WaitIdle(drain_deadline)) {
     Log(LogLevel::kWarning,
         absl::StrCat("drain timeout: dropping ", admission_->queued(),
                      " queued requests with UNAVAILABLE"));
     service_->AbortQueued();
   }
-  // Requests still running finish; the pool stays up until the server is
+  // Quiet period: calls that reached the transport but not yet a handler
+  // would be CANCELLED by gRPC's shutdown; keep answering them UNAVAILABLE
+  // (retryable) until none has arrived for a moment, within the drain timeout.
+  const absl::Time quiet_until = std::min(drain_deadline, absl::Now() + kMaxQuietWait);
+  while (absl::Now() < quiet_until && absl::Now() - service_->last_arrival() < kQuietPeriod) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  // Everything admitted has finished (or was dropped at the drain timeout);
+  // cancel whatever is left at once. The pool stays up until the server is
   // down because Shutdown waits for every outstanding callback.
-  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(100));
 }
 
 void TensorOpsServer::Wait() { server_->Wait(); }

@@ -66,6 +66,7 @@ grpc::ServerUnaryReactor* TensorOpsService::Execute(grpc::CallbackServerContext*
                                                     const v1::ExecuteRequest* request,
                                                     v1::ExecuteResponse* response) {
   const absl::Time start = absl::Now();
+  last_arrival_ns_.store(absl::ToUnixNanos(start));
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   // Aliases ("Roll-7") count under their op's canonical name.
   const OpDef* def = registry_->Find(request->op());
@@ -150,6 +151,7 @@ grpc::ServerUnaryReactor* TensorOpsService::ListOps(grpc::CallbackServerContext*
                                                     const v1::ListOpsRequest*,
                                                     v1::ListOpsResponse* response) {
   const absl::Time start = absl::Now();
+  last_arrival_ns_.store(absl::ToUnixNanos(start));
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   grpc::Status status = grpc::Status::OK;
   if (draining_.load()) {

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "absl/time/time.h"
 #include "kernels/op_registry.h"
 #include "kernels/thread_pool.h"
 #include "server/admission.h"
@@ -45,6 +46,8 @@ class TensorOpsService final : public v1::TensorOps::CallbackService {
   // Drain, step 2 (drain timeout passed): queued requests are dropped with
   // UNAVAILABLE instead of running.
   void AbortQueued() { aborting_.store(true); }
+  // When the last Execute or ListOps call arrived (for the drain's quiet period).
+  absl::Time last_arrival() const { return absl::FromUnixNanos(last_arrival_ns_.load()); }
 
  private:
   const OpRegistry* registry_;
@@ -54,6 +57,7 @@ class TensorOpsService final : public v1::TensorOps::CallbackService {
   const Options options_;
   std::atomic<bool> draining_{false};
   std::atomic<bool> aborting_{false};
+  std::atomic<int64_t> last_arrival_ns_{0};
 };
 
 }  // namespace tensorops

@@ -1,7 +1,9 @@
 // Starts tensorops-server as a child process on 127.0.0.1 with --port=0,
-// learns the port from its first stdout line, and stops it by PID.
+// learns the gRPC port (and the metrics port, when it prints one) from its
+// stdout, and stops it by PID.
 //
-// Not thread-safe; one object per server.
+// Not thread-safe; one object per server. pid(), port(), metrics_port() and
+// address() may be read from any thread while no other method runs.
 #ifndef TENSOROPS_TESTS_E2E_SERVER_PROCESS_H_
 #define TENSOROPS_TESTS_E2E_SERVER_PROCESS_H_
 
@@ -22,20 +24,33 @@ class ServerProcess {
   ~ServerProcess() { Stop(); }
 
   // Runs `binary --host=127.0.0.1 --port=0 extra_args...` and waits (up to
-  // 20 s) for "listening on 127.0.0.1:PORT".
+  // 20 s) for "listening on 127.0.0.1:PORT". Then, unless extra_args contain
+  // --metrics_port=-1, waits (up to 2 s more) for "metrics on
+  // http://HOST:MPORT/metrics"; metrics_port() stays -1 without that line.
   absl::Status Start(const std::string& binary, const std::vector<std::string>& extra_args = {});
 
   // SIGTERM, then waits up to 10 s (SIGKILL after that). Returns the exit
   // status as from waitpid, or -1 if not running.
   int Stop();
 
+  // Sends `sig` to the running server. False if it is not running.
+  bool Signal(int sig);
+  // Waits up to `timeout_ms` for the server to exit by itself and reaps it.
+  // Returns the exit status as from waitpid, or -1 if it is not running or
+  // is still running at the timeout (then it keeps running; Stop() ends it).
+  int WaitForExit(int timeout_ms);
+
   int port() const { return port_; }
+  int metrics_port() const { return metrics_port_; }  // -1 if the server printed none
   pid_t pid() const { return pid_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
 
  private:
+  void CloseStdout();
+
   pid_t pid_ = -1;
   int port_ = 0;
+  int metrics_port_ = -1;
   int stdout_fd_ = -1;
 };
 

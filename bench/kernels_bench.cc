@@ -1,0 +1,223 @@
+// Kernel throughput against memcpy of the same bytes, measured in this binary.
+//
+// Each case reports `x_memcpy`: its bytes/s over memcpy's bytes/s for the
+// same byte count and thread count (1 thread: plain memcpy; 2 threads: memcpy
+// split in two halves on the same pool). Output buffers are preallocated and
+// warm. Run: build/bench/kernels_bench [--benchmark_filter=...]
+// Sizes: 16 MiB by default; TENSOROPS_BENCH_LARGE=1 adds 256 MiB.
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/op_registry.h"
+#include "kernels/thread_pool.h"
+
+namespace tensorops {
+namespace {
+
+ThreadPool& Pool2() {
+  static ThreadPool* pool = new ThreadPool(2);
+  return *pool;
+}
+
+struct Buffer {
+  explicit Buffer(int64_t n) : data(new char[n]), size(n) {
+    std::memset(data.get(), 1, n);  // fault every page in before timing
+  }
+  std::unique_ptr<char[]> data;
+  int64_t size;
+};
+
+// memcpy bytes/s for `bytes` on `threads` threads, timed the way Google
+// Benchmark times a case: the mean over repeated runs into a warm buffer.
+double MemcpyRate(int64_t bytes, int threads) {
+  static std::map<std::pair<int64_t, int>, double> cache;
+  auto key = std::make_pair(bytes, threads);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  Buffer src(bytes), dst(bytes);
+  auto copy = [&] {
+    if (threads == 1) {
+      std::memcpy(dst.data.get(), src.data.get(), bytes);
+    } else {
+      Pool2().ParallelFor(2, 1, [&](int64_t b, int64_t e) {
+        const int64_t lo = bytes * b / 2, hi = bytes * e / 2;
+        std::memcpy(dst.data.get() + lo, src.data.get() + lo, hi - lo);
+      });
+    }
+    benchmark::DoNotOptimize(dst.data.get());
+  };
+  copy();  // warm-up
+  int64_t runs = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  double elapsed = 0;
+  while (elapsed < 0.5) {
+    copy();
+    ++runs;
+    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return cache[key] = static_cast<double>(bytes) * runs / elapsed;
+}
+
+const OpRegistry& Registry() {
+  static OpRegistry* r = [] {
+    auto* reg = new OpRegistry();
+    RegisterBuiltinOps(reg);
+    return reg;
+  }();
+  return *r;
+}
+
+struct Case {
+  std::string name;
+  std::string op;
+  DType dtype;
+  Shape shape;
+  std::vector<std::pair<DType, std::vector<int64_t>>> extra;  // index inputs as int64 values
+  Attrs attrs;
+};
+
+std::vector<char> Pack(DType dtype, const std::vector<int64_t>& v) {
+  std::vector<char> out(v.size() * ElementWidth(dtype));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (dtype == DType::kInt64) {
+      std::memcpy(out.data() + 8 * i, &v[i], 8);
+    } else if (dtype == DType::kInt32) {
+      int32_t x = static_cast<int32_t>(v[i]);
+      std::memcpy(out.data() + 4 * i, &x, 4);
+    } else if (dtype == DType::kBool) {
+      out[i] = v[i] != 0;
+    }
+  }
+  return out;
+}
+
+void RunCase(benchmark::State& state, const Case& c, int threads) {
+  Tensor data(c.dtype, c.shape);
+  std::memset(data.mutable_data(), 7, data.num_bytes());
+  std::vector<std::vector<char>> storage;
+  std::vector<TensorView> inputs = {data.view()};
+  for (const auto& [dt, values] : c.extra) {
+    storage.push_back(Pack(dt, values));
+    inputs.push_back(TensorView{dt, Shape{static_cast<int64_t>(values.size())}, storage.back().data()});
+  }
+  auto prepared = Registry().Prepare(c.op, inputs, c.attrs);
+  if (!prepared.ok()) {
+    state.SkipWithError(std::string(prepared.status().message()).c_str());
+    return;
+  }
+  Buffer out(data.num_bytes());
+  ThreadPool* pool = threads == 2 ? &Pool2() : nullptr;
+  for (auto _ : state) {
+    RunPrepared(*prepared, out.data.get(), pool);
+    benchmark::DoNotOptimize(out.data.get());
+  }
+  const int64_t bytes = data.num_bytes();
+  state.SetBytesProcessed(state.iterations() * bytes);
+  // (bytes / memcpy_rate) per iteration, divided by the measured time: the ratio.
+  state.counters["x_memcpy"] = benchmark::Counter(
+      static_cast<double>(bytes) / MemcpyRate(bytes, threads) * state.iterations(),
+      benchmark::Counter::kIsRate);
+}
+
+// Shapes with `bytes` total for element width w.
+std::vector<Case> Cases(int64_t bytes) {
+  std::vector<Case> cases;
+  const Attrs index{{"mode", AttrValue::String("index")}};
+  const Attrs mask{{"mode", AttrValue::String("mask")}};
+  for (DType dt : {DType::kFloat32, DType::kUInt8, DType::kFloat16, DType::kFloat64}) {
+    const int64_t w = ElementWidth(dt);
+    const int64_t n = bytes / w;
+    const std::string t = std::string(DTypeName(dt));
+    const std::string sz = std::to_string(bytes >> 20) + "MiB";
+    // [a, b, c] with c = 256 elements per row.
+    const int64_t c = 256, a = 64, b = n / (a * c);
+    const Shape s3 = {a, b, c};
+    auto idx = [](std::vector<int64_t> v) {
+      return std::vector<std::pair<DType, std::vector<int64_t>>>{{DType::kInt64, v}};
+    };
+    cases.push_back({"Reverse/first_axis/" + t + "/" + sz, "Reverse", dt, s3, idx({0}), index});
+    cases.push_back({"Reverse/last_axis/" + t + "/" + sz, "Reverse", dt, s3, idx({2}), index});
+    cases.push_back({"Reverse/middle_axis/" + t + "/" + sz, "Reverse", dt, s3, idx({1}), index});
+    cases.push_back({"Reverse/all_axes/" + t + "/" + sz, "Reverse", dt, s3, idx({0, 1, 2}), index});
+    cases.push_back({"Reverse/mask_0_1/" + t + "/" + sz, "Reverse", dt, s3,
+                     {{DType::kBool, {1, 1, 0}}}, mask});
+    // ReverseSequence: batch-major [batch 64, seq b, 256] and time-major [seq b, batch 64, 256].
+    std::vector<int64_t> lens;
+    for (int64_t i = 0; i < a; ++i) lens.push_back((i * 7919) % (b + 1));
+    cases.push_back({"ReverseSequence/batch_major/" + t + "/" + sz, "ReverseSequence", dt, s3,
+                     {{DType::kInt64, lens}},
+                     {{"batch_axis", AttrValue::Number(0)}, {"seq_axis", AttrValue::Number(1)}}});
+    std::vector<int64_t> lens_t;
+    for (int64_t i = 0; i < a; ++i) lens_t.push_back((i * 7919) % (b + 1));
+    cases.push_back({"ReverseSequence/time_major/" + t + "/" + sz, "onnx.ReverseSequence", dt,
+                     Shape{b, a, c}, {{DType::kInt64, lens_t}}, {}});
+    cases.push_back({"Roll/1_axis/" + t + "/" + sz, "Roll", dt, s3,
+                     {{DType::kInt64, {-3}}, {DType::kInt64, {1}}}, {}});
+    cases.push_back({"Roll/2_axes/" + t + "/" + sz, "Roll", dt, s3,
+                     {{DType::kInt64, {5, -17}}, {DType::kInt64, {0, 2}}}, {}});
+    cases.push_back({"Roll/3_axes_repeated/" + t + "/" + sz, "Roll", dt, s3,
+                     {{DType::kInt64, {1, -2, 3, 40}}, {DType::kInt64, {0, 1, 2, 0}}}, {}});
+  }
+  return cases;
+}
+
+// Validation + dispatch for a 4 KiB tensor: Prepare + Run, per call.
+void BM_Small4KiB(benchmark::State& state) {
+  Tensor data(DType::kFloat32, Shape{32, 32});
+  std::memset(data.mutable_data(), 3, data.num_bytes());
+  int64_t shift[2] = {1, -2}, axes[2] = {0, 1};
+  std::vector<TensorView> inputs = {data.view(), {DType::kInt64, Shape{2}, shift},
+                                    {DType::kInt64, Shape{2}, axes}};
+  Buffer out(data.num_bytes());
+  const Attrs attrs;
+  for (auto _ : state) {
+    auto p = Registry().Prepare("Roll", inputs, attrs);
+    p->Run(out.data.get());
+    benchmark::DoNotOptimize(out.data.get());
+  }
+  state.SetBytesProcessed(state.iterations() * data.num_bytes());
+}
+BENCHMARK(BM_Small4KiB);
+
+void BM_Memcpy4KiB(benchmark::State& state) {
+  Buffer src(4096), dst(4096);
+  for (auto _ : state) {
+    std::memcpy(dst.data.get(), src.data.get(), 4096);
+    benchmark::DoNotOptimize(dst.data.get());
+  }
+  state.SetBytesProcessed(state.iterations() * 4096);
+}
+BENCHMARK(BM_Memcpy4KiB);
+
+void RegisterAll() {
+  std::vector<int64_t> sizes = {int64_t{16} << 20};
+  if (std::getenv("TENSOROPS_BENCH_LARGE") != nullptr) sizes.push_back(int64_t{256} << 20);
+  for (int64_t bytes : sizes) {
+    for (const Case& c : Cases(bytes)) {
+      for (int threads : {1, 2}) {
+        benchmark::RegisterBenchmark(
+            (c.name + "/threads:" + std::to_string(threads)).c_str(),
+            [c, threads](benchmark::State& st) { RunCase(st, c, threads); })
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tensorops
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  tensorops::RegisterAll();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,307 @@
+// tensorops: command-line client for a tensorops server (see --help).
+//
+// Exit status: 0 success, 1 the call or a file failed, 2 bad usage. Every
+// error is one line on stderr: "tensorops: error: ...".
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/time/time.h"
+#include "client/cli/npy.h"
+#include "client/cli/text_format.h"
+#include "tensorops/client.h"
+
+namespace tensorops::cli {
+namespace {
+
+constexpr char kUsage[] =
+    R"(usage: tensorops [--target HOST:PORT] [--deadline DURATION] COMMAND [ARGS]
+
+Calls a tensorops server.
+
+commands:
+  run OP [INPUT...] [--attr NAME=VALUE]... [--output FILE.npy]
+      Runs OP (see list-ops) on its inputs, given in the op's input order:
+        --input VALUES   inline nested arrays, e.g. '[[1,2],[3,4]]'
+                         (complex as [re, im] pairs, strings quoted)
+          --dtype T      type of the preceding inline --input: f32 f64 f16 bf16
+                         f8e4m3 f8e5m2 i8 i16 i32 i64 u8 u16 u32 u64 bool str
+                         c64 c128 (default: i64 for integers, f32 otherwise,
+                         bool for true/false, str for quoted strings)
+          --shape DIMS   shape of the preceding --input, e.g. 2,3 ('' = scalar)
+        --input @FILE.npy   a NumPy .npy file (little-endian, C order)
+        --attr NAME=VALUE   an attribute; numbers are sent as numbers,
+                         anything else as a string
+        --output FILE.npy   write the result to FILE.npy instead of printing it
+  list-ops          lists every op with its inputs, types and attributes
+  health [--service NAME]   prints the serving status; exit 1 unless SERVING
+
+options:
+  --target HOST:PORT  server address or gRPC target (default: $TENSOROPS_TARGET,
+                      else 127.0.0.1:50051)
+  --deadline D        per-call deadline, e.g. 500ms, 10s (default 60s)
+  --help              this text
+
+examples:
+  tensorops health
+  tensorops list-ops
+  tensorops run Roll --input '[[1,2,3],[4,5,6],[7,8,9],[10,11,12]]' --dtype i32 \
+      --input '[-1,2]' --input '[0,1]'
+  tensorops run Reverse --attr mode=index --input '[[1,2,3],[4,5,6]]' --dtype f32 \
+      --input '[1]'
+  tensorops run ReverseSequence --attr batch_axis=0 --attr seq_axis=1 \
+      --input @data.npy --input '[3,2,1,0]' --output out.npy
+)";
+
+// A failure with its exit status.
+struct Failure {
+  int exit_code;
+  std::string message;
+};
+
+int Fail(const Failure& f) {
+  // One line: the server's message may contain newlines.
+  std::string msg = absl::StrReplaceAll(f.message, {{"\n", " "}, {"\r", " "}});
+  std::fprintf(stderr, "tensorops: error: %s\n", msg.c_str());
+  return f.exit_code;
+}
+Failure Usage(absl::string_view why) { return {2, absl::StrCat(why, " (see tensorops --help)")}; }
+Failure FromStatus(const absl::Status& st) {
+  return {1, absl::StrCat(absl::StatusCodeToString(st.code()), ": ", st.message())};
+}
+
+struct InputSpec {
+  std::string text;  // inline values or @path
+  std::optional<DataType> dtype;
+  std::optional<std::vector<int64_t>> shape;
+};
+
+struct Args {
+  std::string target = "127.0.0.1:50051";
+  std::optional<std::chrono::milliseconds> deadline;
+  std::string command;
+  std::string op;
+  std::vector<InputSpec> inputs;
+  Attrs attrs;
+  std::string output;
+  std::string service;
+  bool help = false;
+};
+
+// Parses argv; on failure returns the reason.
+std::optional<Failure> ParseArgs(int argc, char** argv, Args* args) {
+  std::vector<std::string> av(argv + 1, argv + argc);
+  for (size_t i = 0; i < av.size(); ++i) {
+    std::string a = av[i];
+    std::optional<std::string> value;
+    // --name=value or --name value
+    auto take = [&](absl::string_view name) -> std::optional<std::string> {
+      const std::string flag = absl::StrCat("--", name);
+      if (a == flag) {
+        if (i + 1 >= av.size()) return std::nullopt;
+        return av[++i];
+      }
+      if (absl::StartsWith(a, flag + "=")) return a.substr(flag.size() + 1);
+      return std::nullopt;
+    };
+    auto is = [&](absl::string_view name) {
+      const std::string flag = absl::StrCat("--", name);
+      return a == flag || absl::StartsWith(a, flag + "=");
+    };
+    if (a == "--help" || a == "-h" || a == "help") {
+      args->help = true;
+      return std::nullopt;
+    }
+    if (is("target") || is("deadline") || is("input") || is("dtype") || is("shape") || is("attr") ||
+        is("output") || is("service")) {
+      const std::string name =
+          a.substr(2, a.find('=') == std::string::npos ? std::string::npos : a.find('=') - 2);
+      value = take(name);
+      if (!value.has_value()) return Usage(absl::StrCat("--", name, " needs a value"));
+      if (name == "target") {
+        args->target = *value;
+      } else if (name == "deadline") {
+        absl::Duration d;
+        double secs;
+        if (absl::SimpleAtod(*value, &secs)) {
+          d = absl::Seconds(secs);
+        } else if (!absl::ParseDuration(*value, &d)) {
+          return Usage(
+              absl::StrCat("--deadline '", *value, "' is not a duration like 500ms or 10s"));
+        }
+        if (d <= absl::ZeroDuration()) return Usage("--deadline must be positive");
+        args->deadline =
+            std::chrono::milliseconds(std::max<int64_t>(1, absl::ToInt64Milliseconds(d)));
+      } else if (name == "input") {
+        args->inputs.push_back({*value, std::nullopt, std::nullopt});
+      } else if (name == "dtype" || name == "shape") {
+        if (args->inputs.empty()) return Usage(absl::StrCat("--", name, " must follow an --input"));
+        InputSpec& in = args->inputs.back();
+        if (absl::StartsWith(in.text, "@")) {
+          return Usage(
+              absl::StrCat("--", name, " applies to inline inputs; ", in.text, " carries its own"));
+        }
+        if (name == "dtype") {
+          absl::StatusOr<DataType> t = ParseDataType(*value);
+          if (!t.ok()) return Usage(t.status().message());
+          in.dtype = *t;
+        } else {
+          absl::StatusOr<std::vector<int64_t>> s = ParseShape(*value);
+          if (!s.ok()) return Usage(s.status().message());
+          in.shape = *s;
+        }
+      } else if (name == "attr") {
+        const size_t eq = value->find('=');
+        if (eq == std::string::npos || eq == 0) {
+          return Usage(absl::StrCat("--attr '", *value, "' is not NAME=VALUE"));
+        }
+        const std::string key = value->substr(0, eq), text = value->substr(eq + 1);
+        double num;
+        if (absl::SimpleAtod(text, &num) && std::isfinite(num)) {
+          args->attrs.insert_or_assign(key, AttrValue(num));  // "nan"/"inf" stay strings
+        } else {
+          args->attrs.insert_or_assign(key, AttrValue(text));
+        }
+      } else if (name == "output") {
+        args->output = *value;
+      } else if (name == "service") {
+        args->service = *value;
+      }
+      continue;
+    }
+    if (absl::StartsWith(a, "-") && a != "-") return Usage(absl::StrCat("unknown option ", a));
+    if (args->command.empty()) {
+      args->command = a;
+    } else if (args->command == "run" && args->op.empty()) {
+      args->op = a;
+    } else {
+      return Usage(absl::StrCat("unexpected argument '", a, "'"));
+    }
+  }
+  if (args->command.empty()) return Usage("no command given (run, list-ops or health)");
+  if (args->command != "run" && args->command != "list-ops" && args->command != "health") {
+    return Usage(absl::StrCat("unknown command '", args->command, "' (run, list-ops or health)"));
+  }
+  if (args->command == "run") {
+    if (args->op.empty()) return Usage("run needs an op name, e.g. tensorops run Roll ...");
+    if (args->inputs.empty()) return Usage("run needs at least one --input");
+  } else if (!args->inputs.empty() || !args->attrs.empty() || !args->output.empty()) {
+    return Usage(absl::StrCat("--input, --attr and --output belong to run, not ", args->command));
+  }
+  if (!args->service.empty() && args->command != "health") {
+    return Usage("--service belongs to health");
+  }
+  return std::nullopt;
+}
+
+std::string FormatShape(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+int Run(const Args& args, const Client& client, const CallOptions& call) {
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < args.inputs.size(); ++i) {
+    const InputSpec& in = args.inputs[i];
+    absl::StatusOr<Tensor> t = absl::StartsWith(in.text, "@")
+                                   ? ReadNpyFile(in.text.substr(1))
+                                   : ParseTensor(in.text, in.dtype, in.shape);
+    if (!t.ok()) {
+      return Fail({absl::StartsWith(in.text, "@") ? 1 : 2,
+                   absl::StrCat("--input ", i + 1, ": ", t.status().message())});
+    }
+    inputs.push_back(*std::move(t));
+  }
+  ExecuteResult result = client.Execute(args.op, args.attrs, inputs, call);
+  if (!result.ok()) return Fail(FromStatus(result.status()));
+  if (!args.output.empty()) {
+    if (result->size() != 1) {
+      return Fail({1, absl::StrCat("--output takes one result; the op returned ", result->size())});
+    }
+    absl::Status st = WriteNpyFile(args.output, result->front());
+    if (!st.ok()) return Fail({1, std::string(st.message())});
+    std::printf("wrote %s: %s %s\n", args.output.c_str(),
+                std::string(DataTypeName(result->front().dtype())).c_str(),
+                FormatShape(result->front().shape()).c_str());
+    return 0;
+  }
+  for (const Tensor& t : *result) {
+    std::printf("%s %s\n%s\n", std::string(DataTypeName(t.dtype())).c_str(),
+                FormatShape(t.shape()).c_str(), FormatTensor(t).c_str());
+  }
+  return 0;
+}
+
+int ListOps(const Client& client, const CallOptions& call) {
+  absl::StatusOr<std::vector<OpInfo>> ops = client.ListOps(call);
+  if (!ops.ok()) return Fail(FromStatus(ops.status()));
+  for (const OpInfo& op : *ops) {
+    std::printf("%s", op.name.c_str());
+    if (!op.aliases.empty()) std::printf(" (alias %s)", absl::StrJoin(op.aliases, ", ").c_str());
+    std::printf("\n  %s\n", op.description.c_str());
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      const OpInputInfo& in = op.inputs[i];
+      std::vector<std::string> types;
+      for (DataType t : in.allowed_types) types.push_back(ShortDataTypeName(t));
+      const std::string rank =
+          in.max_rank < 0
+              ? absl::StrCat(">= ", in.min_rank)
+              : (in.min_rank == in.max_rank ? absl::StrCat(in.min_rank)
+                                            : absl::StrCat(in.min_rank, "..", in.max_rank));
+      std::printf("  input %zu %s: rank %s; %s\n", i + 1, in.name.c_str(), rank.c_str(),
+                  types.size() == 18 ? "any type" : absl::StrJoin(types, " ").c_str());
+    }
+    for (const OpAttributeInfo& a : op.attributes) {
+      std::printf(
+          "  --attr %s=<%s>%s%s%s\n", a.name.c_str(), a.type.c_str(),
+          a.range.empty() ? "" : absl::StrCat(" in ", a.range).c_str(),
+          a.required ? " (required)" : "",
+          a.default_value.empty() ? "" : absl::StrCat(" (default ", a.default_value, ")").c_str());
+    }
+  }
+  return 0;
+}
+
+int Health(const Args& args, const Client& client, const CallOptions& call) {
+  absl::StatusOr<ServingStatus> s = client.Health(args.service, call);
+  if (!s.ok()) return Fail(FromStatus(s.status()));
+  std::printf("%s\n", std::string(ServingStatusName(*s)).c_str());
+  return *s == ServingStatus::kServing ? 0 : 1;
+}
+
+int Main(int argc, char** argv) {
+  Args args;
+  if (const char* env = std::getenv("TENSOROPS_TARGET"); env != nullptr && *env != '\0') {
+    args.target = env;
+  }
+  if (std::optional<Failure> f = ParseArgs(argc, argv, &args)) return Fail(*f);
+  if (args.help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  ClientOptions options;
+  options.target = args.target;
+  // One call per process: retries would only delay a clear error.
+  options.retry.max_attempts = 2;
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(options);
+  if (!client.ok()) return Fail({2, std::string(client.status().message())});
+  CallOptions call;
+  call.deadline = args.deadline.value_or(std::chrono::seconds(60));
+  if (args.command == "run") return Run(args, **client, call);
+  if (args.command == "list-ops") return ListOps(**client, call);
+  return Health(args, **client, call);
+}
+
+}  // namespace
+}  // namespace tensorops::cli
+
+int main(int argc, char** argv) { return tensorops::cli::Main(argc, argv); }

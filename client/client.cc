@@ -1,0 +1,415 @@
+#include "tensorops/client.h"
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/codegen/client_unary_call.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/wire_codec.h"
+#include "grpc/health/v1/health.pb.h"
+#include "tensorops/v1/tensorops.grpc.pb.h"
+
+namespace tensorops {
+inline namespace client_v1 {
+
+// Builds Tensors around bytes received from the wire without copying them.
+class TensorAccess {
+ public:
+  static Tensor FromRaw(DataType dtype, std::vector<int64_t> shape, std::string bytes) {
+    Tensor t;
+    t.dtype_ = dtype;
+    t.shape_ = std::move(shape);
+    auto owned = std::make_shared<const std::string>(std::move(bytes));
+    t.data_ = owned->data();
+    t.num_bytes_ = static_cast<int64_t>(owned->size());
+    t.owned_ = std::move(owned);
+    return t;
+  }
+};
+
+namespace {
+
+// The SDK's DataType is numbered like the wire's, so conversion is a cast.
+#define TENSOROPS_SAME_DTYPE_(sdk, wire) \
+  static_assert(static_cast<int>(DataType::sdk) == v1::wire, #sdk)
+TENSOROPS_SAME_DTYPE_(kInvalid, DATA_TYPE_UNSPECIFIED);
+TENSOROPS_SAME_DTYPE_(kFloat32, DATA_TYPE_FLOAT32);
+TENSOROPS_SAME_DTYPE_(kFloat64, DATA_TYPE_FLOAT64);
+TENSOROPS_SAME_DTYPE_(kFloat16, DATA_TYPE_FLOAT16);
+TENSOROPS_SAME_DTYPE_(kBFloat16, DATA_TYPE_BFLOAT16);
+TENSOROPS_SAME_DTYPE_(kInt8, DATA_TYPE_INT8);
+TENSOROPS_SAME_DTYPE_(kInt16, DATA_TYPE_INT16);
+TENSOROPS_SAME_DTYPE_(kInt32, DATA_TYPE_INT32);
+TENSOROPS_SAME_DTYPE_(kInt64, DATA_TYPE_INT64);
+TENSOROPS_SAME_DTYPE_(kUInt8, DATA_TYPE_UINT8);
+TENSOROPS_SAME_DTYPE_(kUInt16, DATA_TYPE_UINT16);
+TENSOROPS_SAME_DTYPE_(kUInt32, DATA_TYPE_UINT32);
+TENSOROPS_SAME_DTYPE_(kUInt64, DATA_TYPE_UINT64);
+TENSOROPS_SAME_DTYPE_(kBool, DATA_TYPE_BOOL);
+TENSOROPS_SAME_DTYPE_(kString, DATA_TYPE_STRING);
+TENSOROPS_SAME_DTYPE_(kComplex64, DATA_TYPE_COMPLEX64);
+TENSOROPS_SAME_DTYPE_(kComplex128, DATA_TYPE_COMPLEX128);
+TENSOROPS_SAME_DTYPE_(kFloat8E4M3, DATA_TYPE_FLOAT8_E4M3);
+TENSOROPS_SAME_DTYPE_(kFloat8E5M2, DATA_TYPE_FLOAT8_E5M2);
+#undef TENSOROPS_SAME_DTYPE_
+
+// gRPC and Abseil share the canonical status codes; checked per code.
+#define TENSOROPS_SAME_CODE_(absl_code, grpc_code)                 \
+  static_assert(static_cast<int>(absl::StatusCode::absl_code) ==   \
+                    static_cast<int>(grpc::StatusCode::grpc_code), \
+                #absl_code)
+TENSOROPS_SAME_CODE_(kOk, OK);
+TENSOROPS_SAME_CODE_(kCancelled, CANCELLED);
+TENSOROPS_SAME_CODE_(kUnknown, UNKNOWN);
+TENSOROPS_SAME_CODE_(kInvalidArgument, INVALID_ARGUMENT);
+TENSOROPS_SAME_CODE_(kDeadlineExceeded, DEADLINE_EXCEEDED);
+TENSOROPS_SAME_CODE_(kNotFound, NOT_FOUND);
+TENSOROPS_SAME_CODE_(kAlreadyExists, ALREADY_EXISTS);
+TENSOROPS_SAME_CODE_(kPermissionDenied, PERMISSION_DENIED);
+TENSOROPS_SAME_CODE_(kResourceExhausted, RESOURCE_EXHAUSTED);
+TENSOROPS_SAME_CODE_(kFailedPrecondition, FAILED_PRECONDITION);
+TENSOROPS_SAME_CODE_(kAborted, ABORTED);
+TENSOROPS_SAME_CODE_(kOutOfRange, OUT_OF_RANGE);
+TENSOROPS_SAME_CODE_(kUnimplemented, UNIMPLEMENTED);
+TENSOROPS_SAME_CODE_(kInternal, INTERNAL);
+TENSOROPS_SAME_CODE_(kUnavailable, UNAVAILABLE);
+TENSOROPS_SAME_CODE_(kDataLoss, DATA_LOSS);
+TENSOROPS_SAME_CODE_(kUnauthenticated, UNAUTHENTICATED);
+#undef TENSOROPS_SAME_CODE_
+
+// The one place a grpc::Status becomes an absl::Status: same code, same message.
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+std::string Seconds(std::chrono::milliseconds ms) {
+  return absl::StrFormat("%.3fs", static_cast<double>(ms.count()) / 1000.0);
+}
+
+std::string ServiceConfigJson(const ClientOptions& options) {
+  std::string json = "{";
+  if (!options.load_balancing_policy.empty()) {
+    absl::StrAppend(&json, "\"loadBalancingConfig\":[{\"", options.load_balancing_policy,
+                    "\":{}}]");
+  }
+  if (options.retry.enabled) {
+    if (json.size() > 1) json += ",";
+    const RetryPolicy& r = options.retry;
+    absl::StrAppend(&json,
+                    "\"methodConfig\":[{\"name\":[{\"service\":\"tensorops.v1.TensorOps\"},"
+                    "{\"service\":\"grpc.health.v1.Health\"}],\"retryPolicy\":{",
+                    "\"maxAttempts\":", r.max_attempts, ",\"initialBackoff\":\"",
+                    Seconds(r.initial_backoff), "\",\"maxBackoff\":\"", Seconds(r.max_backoff),
+                    "\",\"backoffMultiplier\":", absl::StrFormat("%g", r.backoff_multiplier),
+                    ",\"retryableStatusCodes\":[\"UNAVAILABLE\"]}}]");
+  }
+  json += "}";
+  return json;
+}
+
+absl::Status EncodeInput(const Tensor& t, size_t index, v1::Tensor* proto) {
+  absl::Status valid = t.Validate();
+  if (!valid.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("inputs[", index, "]: ", valid.message()));
+  }
+  proto->set_dtype(static_cast<v1::DataType>(t.dtype()));
+  for (int64_t d : t.shape()) proto->add_shape(d);
+  if (t.dtype() == DataType::kString) {
+    for (const std::string& s : t.strings()) proto->add_string_data(s);
+  } else {
+    proto->set_raw_data(t.bytes().data(), t.bytes().size());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Tensor> DecodeOutput(v1::Tensor* proto, size_t index) {
+  absl::Status st = client_internal::NormalizeToRaw(proto, absl::StrCat("outputs[", index, "]"));
+  if (!st.ok()) {
+    return absl::InternalError(absl::StrCat("malformed reply from server: ", st.message()));
+  }
+  std::vector<int64_t> shape(proto->shape().begin(), proto->shape().end());
+  const auto dtype = static_cast<DataType>(proto->dtype());
+  if (dtype == DataType::kString) {
+    std::vector<std::string> strings;
+    strings.reserve(proto->string_data_size());
+    for (std::string& s : *proto->mutable_string_data()) strings.push_back(std::move(s));
+    return Tensor(std::move(strings), std::move(shape));
+  }
+  std::string bytes = std::move(*proto->mutable_raw_data());
+  return TensorAccess::FromRaw(dtype, std::move(shape), std::move(bytes));
+}
+
+ExecuteResult DecodeResponse(v1::ExecuteResponse* response) {
+  std::vector<Tensor> outputs;
+  outputs.reserve(response->outputs_size());
+  for (int i = 0; i < response->outputs_size(); ++i) {
+    absl::StatusOr<Tensor> t = DecodeOutput(response->mutable_outputs(i), i);
+    if (!t.ok()) return t.status();
+    outputs.push_back(*std::move(t));
+  }
+  return outputs;
+}
+
+absl::StatusOr<Tensor> SingleOutput(ExecuteResult result) {
+  if (!result.ok()) return result.status();
+  if (result->size() != 1) {
+    return absl::InternalError(
+        absl::StrCat("server returned ", result->size(), " outputs, expected 1"));
+  }
+  return std::move(result->front());
+}
+
+}  // namespace
+
+struct Client::Impl {
+  ClientOptions options;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::TensorOps::Stub> stub;
+
+  void SetDeadline(const CallOptions& call, grpc::ClientContext* ctx) const {
+    const std::chrono::milliseconds d = call.deadline.value_or(options.default_deadline);
+    if (d.count() > 0) ctx->set_deadline(std::chrono::system_clock::now() + d);
+  }
+
+  absl::Status BuildRequest(absl::string_view op, const Attrs& attrs,
+                            const std::vector<Tensor>& inputs, v1::ExecuteRequest* request) const {
+    request->set_op(std::string(op));
+    auto* fields = request->mutable_attrs()->mutable_fields();
+    for (const auto& [name, value] : attrs) {
+      google::protobuf::Value& v = (*fields)[name];
+      switch (value.kind()) {
+        case AttrValue::Kind::kNumber:
+          v.set_number_value(value.number());
+          break;
+        case AttrValue::Kind::kString:
+          v.set_string_value(value.str());
+          break;
+        case AttrValue::Kind::kBool:
+          v.set_bool_value(value.boolean());
+          break;
+      }
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      absl::Status st = EncodeInput(inputs[i], i, request->add_inputs());
+      if (!st.ok()) return st;
+    }
+    return absl::OkStatus();
+  }
+};
+
+Client::Client(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
+  if (options.target.empty()) return absl::InvalidArgumentError("ClientOptions.target is empty");
+  if (options.max_send_message_bytes <= 0 || options.max_send_message_bytes > INT32_MAX ||
+      options.max_receive_message_bytes <= 0 || options.max_receive_message_bytes > INT32_MAX) {
+    return absl::InvalidArgumentError(
+        "ClientOptions max message sizes must be in [1, 2147483647] bytes");
+  }
+  if (options.retry.enabled &&
+      (options.retry.max_attempts < 2 || options.retry.initial_backoff.count() <= 0 ||
+       options.retry.max_backoff.count() <= 0 || options.retry.backoff_multiplier <= 0)) {
+    return absl::InvalidArgumentError(
+        "ClientOptions.retry: max_attempts must be >= 2 and backoffs > 0 (or set enabled = false)");
+  }
+  if (options.tls.has_value() &&
+      options.tls->client_cert_chain.empty() != options.tls->client_private_key.empty()) {
+    return absl::InvalidArgumentError(
+        "ClientOptions.tls: client_cert_chain and client_private_key go together");
+  }
+  std::shared_ptr<grpc::ChannelCredentials> creds;
+  grpc::ChannelArguments args;
+  if (options.tls.has_value()) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options.tls->root_certs;
+    ssl.pem_cert_chain = options.tls->client_cert_chain;
+    ssl.pem_private_key = options.tls->client_private_key;
+    creds = grpc::SslCredentials(ssl);
+    if (!options.tls->server_name_override.empty()) {
+      args.SetSslTargetNameOverride(options.tls->server_name_override);
+    }
+  } else {
+    creds = grpc::InsecureChannelCredentials();
+  }
+  args.SetMaxSendMessageSize(static_cast<int>(options.max_send_message_bytes));
+  args.SetMaxReceiveMessageSize(static_cast<int>(options.max_receive_message_bytes));
+  args.SetServiceConfigJSON(ServiceConfigJson(options));
+  // Our service config, not one from DNS TXT records.
+  args.SetInt(GRPC_ARG_SERVICE_CONFIG_DISABLE_RESOLUTION, 1);
+  args.SetInt(GRPC_ARG_ENABLE_RETRIES, options.retry.enabled ? 1 : 0);
+  if (options.retry.enabled) {
+    args.SetInt(GRPC_ARG_PER_RPC_RETRY_BUFFER_SIZE,
+                static_cast<int>(std::min<int64_t>(options.retry.max_buffered_bytes, INT32_MAX)));
+  }
+  auto impl = std::make_shared<Impl>();
+  impl->options = options;
+  impl->channel = grpc::CreateCustomChannel(options.target, creds, args);
+  if (impl->channel == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot create a channel to ", options.target));
+  }
+  impl->stub = v1::TensorOps::NewStub(impl->channel);
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+ExecuteResult Client::Execute(absl::string_view op, const Attrs& attrs,
+                              const std::vector<Tensor>& inputs, const CallOptions& call) const {
+  v1::ExecuteRequest request;
+  absl::Status st = impl_->BuildRequest(op, attrs, inputs, &request);
+  if (!st.ok()) return st;
+  grpc::ClientContext ctx;
+  impl_->SetDeadline(call, &ctx);
+  v1::ExecuteResponse response;
+  st = FromGrpcStatus(impl_->stub->Execute(&ctx, request, &response));
+  if (!st.ok()) return st;
+  return DecodeResponse(&response);
+}
+
+void Client::ExecuteAsync(absl::string_view op, const Attrs& attrs,
+                          const std::vector<Tensor>& inputs, ExecuteCallback done,
+                          const CallOptions& call) const {
+  // Everything the call needs lives here until gRPC runs the completion,
+  // including a reference to the channel and stub.
+  struct AsyncCall {
+    std::shared_ptr<Impl> impl;
+    grpc::ClientContext ctx;
+    v1::ExecuteRequest request;
+    v1::ExecuteResponse response;
+    ExecuteCallback done;
+  };
+  auto* c = new AsyncCall;
+  c->impl = impl_;
+  c->done = std::move(done);
+  absl::Status st = impl_->BuildRequest(op, attrs, inputs, &c->request);
+  if (!st.ok()) {
+    ExecuteCallback cb = std::move(c->done);
+    delete c;
+    cb(st);
+    return;
+  }
+  impl_->SetDeadline(call, &c->ctx);
+  impl_->stub->async()->Execute(&c->ctx, &c->request, &c->response, [c](grpc::Status status) {
+    std::unique_ptr<AsyncCall> owned(c);
+    absl::Status st = FromGrpcStatus(status);
+    ExecuteCallback cb = std::move(owned->done);
+    if (!st.ok()) {
+      owned.reset();
+      cb(st);
+      return;
+    }
+    ExecuteResult result = DecodeResponse(&owned->response);
+    owned.reset();
+    cb(std::move(result));
+  });
+}
+
+std::future<ExecuteResult> Client::ExecuteFuture(absl::string_view op, const Attrs& attrs,
+                                                 const std::vector<Tensor>& inputs,
+                                                 const CallOptions& call) const {
+  auto promise = std::make_shared<std::promise<ExecuteResult>>();
+  std::future<ExecuteResult> future = promise->get_future();
+  ExecuteAsync(
+      op, attrs, inputs, [promise](ExecuteResult result) { promise->set_value(std::move(result)); },
+      call);
+  return future;
+}
+
+absl::StatusOr<Tensor> Client::Reverse(const Tensor& data, const Tensor& axes, ReverseMode mode,
+                                       const CallOptions& call) const {
+  return SingleOutput(Execute("Reverse", {{"mode", mode == ReverseMode::kMask ? "mask" : "index"}},
+                              {data, axes}, call));
+}
+
+absl::StatusOr<Tensor> Client::ReverseSequence(const Tensor& data, const Tensor& seq_lengths,
+                                               int64_t batch_axis, int64_t seq_axis,
+                                               const CallOptions& call) const {
+  return SingleOutput(Execute("ReverseSequence",
+                              {{"batch_axis", batch_axis}, {"seq_axis", seq_axis}},
+                              {data, seq_lengths}, call));
+}
+
+absl::StatusOr<Tensor> Client::Roll(const Tensor& data, const Tensor& shift, const Tensor& axes,
+                                    const CallOptions& call) const {
+  return SingleOutput(Execute("Roll", {}, {data, shift, axes}, call));
+}
+
+absl::StatusOr<Tensor> Client::OnnxReverseSequence(const Tensor& input, const Tensor& sequence_lens,
+                                                   int64_t batch_axis, int64_t time_axis,
+                                                   const CallOptions& call) const {
+  return SingleOutput(Execute("onnx.ReverseSequence",
+                              {{"batch_axis", batch_axis}, {"time_axis", time_axis}},
+                              {input, sequence_lens}, call));
+}
+
+absl::StatusOr<std::vector<OpInfo>> Client::ListOps(const CallOptions& call) const {
+  grpc::ClientContext ctx;
+  impl_->SetDeadline(call, &ctx);
+  v1::ListOpsResponse response;
+  absl::Status st = FromGrpcStatus(impl_->stub->ListOps(&ctx, v1::ListOpsRequest(), &response));
+  if (!st.ok()) return st;
+  std::vector<OpInfo> ops;
+  for (const v1::OpInfo& p : response.ops()) {
+    OpInfo op;
+    op.name = p.name();
+    op.aliases.assign(p.aliases().begin(), p.aliases().end());
+    op.description = p.description();
+    for (const v1::InputInfo& in : p.inputs()) {
+      OpInputInfo i{in.name(), in.description(), {}, in.min_rank(), in.max_rank()};
+      for (int t : in.allowed_types()) i.allowed_types.push_back(static_cast<DataType>(t));
+      op.inputs.push_back(std::move(i));
+    }
+    for (const v1::AttributeInfo& a : p.attributes()) {
+      op.attributes.push_back(
+          {a.name(), a.type(), a.description(), a.required(), a.default_value(), a.range()});
+    }
+    for (const v1::OutputInfo& o : p.outputs()) op.outputs.push_back({o.name(), o.description()});
+    ops.push_back(std::move(op));
+  }
+  return ops;
+}
+
+absl::StatusOr<ServingStatus> Client::Health(absl::string_view service,
+                                             const CallOptions& call) const {
+  // health.proto is compiled without stubs; call the method by name.
+  static const char kMethod[] = "/grpc.health.v1.Health/Check";
+  const grpc::internal::RpcMethod method(kMethod, grpc::internal::RpcMethod::NORMAL_RPC,
+                                         impl_->channel);
+  grpc::ClientContext ctx;
+  impl_->SetDeadline(call, &ctx);
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(std::string(service));
+  grpc::health::v1::HealthCheckResponse response;
+  absl::Status st = FromGrpcStatus(
+      grpc::internal::BlockingUnaryCall<grpc::protobuf::MessageLite, grpc::protobuf::MessageLite>(
+          impl_->channel.get(), method, &ctx, request, &response));
+  if (!st.ok()) return st;
+  switch (response.status()) {
+    case grpc::health::v1::HealthCheckResponse::SERVING:
+      return ServingStatus::kServing;
+    case grpc::health::v1::HealthCheckResponse::NOT_SERVING:
+      return ServingStatus::kNotServing;
+    case grpc::health::v1::HealthCheckResponse::SERVICE_UNKNOWN:
+      return ServingStatus::kServiceUnknown;
+    default:
+      return ServingStatus::kUnknown;
+  }
+}
+
+absl::string_view ServingStatusName(ServingStatus status) {
+  switch (status) {
+    case ServingStatus::kServing:
+      return "SERVING";
+    case ServingStatus::kNotServing:
+      return "NOT_SERVING";
+    case ServingStatus::kServiceUnknown:
+      return "SERVICE_UNKNOWN";
+    default:
+      return "UNKNOWN";
+  }
+}
+
+}  // namespace client_v1
+}  // namespace tensorops

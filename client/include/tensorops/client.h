@@ -1,0 +1,211 @@
+// tensorops::Client: calls a tensorops server (tensorops.v1.TensorOps) over gRPC.
+//
+//   tensorops::ClientOptions options;
+//   options.target = "127.0.0.1:50051";
+//   auto client = tensorops::Client::Create(options);
+//   if (!client.ok()) return client.status();
+//   absl::StatusOr<tensorops::Tensor> out = (*client)->Roll(data, shift, axes);
+//
+// Every call returns absl::StatusOr with the server's status code and message
+// unchanged (e.g. INVALID_ARGUMENT "Roll: axes[0] = 2 is out of range ...").
+// Errors found before sending (an invalid Tensor) are INVALID_ARGUMENT too.
+// Tensors travel as packed little-endian raw_data (STRING as string_data).
+//
+// Thread-safety: a Client is safe to use from many threads at once; one
+// Client per target is enough (it multiplexes calls over its connections).
+// Not copyable.
+#ifndef TENSOROPS_CLIENT_CLIENT_H_
+#define TENSOROPS_CLIENT_CLIENT_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "tensorops/export.h"
+#include "tensorops/tensor.h"
+
+namespace tensorops {
+inline namespace client_v1 {
+
+// TLS settings. All fields are PEM text; empty ones use gRPC's defaults
+// (system roots; no client certificate).
+struct TlsOptions {
+  std::string root_certs;
+  std::string client_cert_chain;  // set together with client_private_key (mTLS)
+  std::string client_private_key;
+  std::string server_name_override;  // for tests: the name to check in the server cert
+};
+
+// Retries of calls that fail with UNAVAILABLE (server stopping, connection
+// refused), by gRPC's retry machinery (service config retryPolicy). Every op
+// is a pure function of its request, so a retry is always safe.
+struct RetryPolicy {
+  bool enabled = true;
+  int max_attempts = 5;  // gRPC caps this at 5
+  std::chrono::milliseconds initial_backoff{50};
+  std::chrono::milliseconds max_backoff{1000};
+  double backoff_multiplier = 2.0;
+  // Requests larger than this are sent once, not buffered for a retry.
+  int64_t max_buffered_bytes = 16 << 20;
+};
+
+struct ClientOptions {
+  // A gRPC target: "host:port", "dns:///name:port", or a list of addresses
+  // such as "ipv4:127.0.0.1:5001,127.0.0.1:5002".
+  std::string target = "127.0.0.1:50051";
+  // Unset: plaintext (insecure). Set: TLS with these settings.
+  std::optional<TlsOptions> tls;
+  // Deadline of each call that does not set its own; zero means none.
+  std::chrono::milliseconds default_deadline{std::chrono::seconds(60)};
+  // Largest message sent or received; the server's default (272 MiB) fits a
+  // 256 MiB tensor.
+  int64_t max_send_message_bytes = 285212672;
+  int64_t max_receive_message_bytes = 285212672;
+  RetryPolicy retry;
+  // gRPC load-balancing policy: "round_robin" spreads calls over every
+  // address of the target; "pick_first" uses one connection.
+  std::string load_balancing_policy = "round_robin";
+};
+
+// Per-call settings.
+struct CallOptions {
+  // Overrides ClientOptions::default_deadline; zero means no deadline.
+  std::optional<std::chrono::milliseconds> deadline;
+};
+
+// An op attribute: a number, a string or a bool (a JSON value).
+class TENSOROPS_EXPORT AttrValue {
+ public:
+  enum class Kind { kNumber, kString, kBool };
+  AttrValue(int v) : kind_(Kind::kNumber), number_(v) {}
+  AttrValue(int64_t v) : kind_(Kind::kNumber), number_(static_cast<double>(v)) {}
+  AttrValue(double v) : kind_(Kind::kNumber), number_(v) {}
+  AttrValue(const char* v) : kind_(Kind::kString), str_(v) {}
+  AttrValue(std::string v) : kind_(Kind::kString), str_(std::move(v)) {}
+  static AttrValue Bool(bool v) {
+    AttrValue a(0);
+    a.kind_ = Kind::kBool;
+    a.bool_ = v;
+    return a;
+  }
+  Kind kind() const { return kind_; }
+  double number() const { return number_; }
+  const std::string& str() const { return str_; }
+  bool boolean() const { return bool_; }
+
+ private:
+  Kind kind_;
+  double number_ = 0;
+  bool bool_ = false;
+  std::string str_;
+};
+using Attrs = std::map<std::string, AttrValue>;
+
+// Reverse-1 mode: `axes` holds axis indices (kIndex) or one BOOL per axis (kMask).
+enum class ReverseMode { kIndex, kMask };
+
+// What ListOps reports about an op (see OpInfo in tensorops.proto).
+struct OpInputInfo {
+  std::string name;
+  std::string description;
+  std::vector<DataType> allowed_types;
+  int64_t min_rank = 0;
+  int64_t max_rank = -1;  // -1: no limit
+};
+struct OpAttributeInfo {
+  std::string name;
+  std::string type;  // "int" or "string"
+  std::string description;
+  bool required = false;
+  std::string default_value;
+  std::string range;
+};
+struct OpOutputInfo {
+  std::string name;
+  std::string description;
+};
+struct OpInfo {
+  std::string name;
+  std::vector<std::string> aliases;
+  std::string description;
+  std::vector<OpInputInfo> inputs;
+  std::vector<OpAttributeInfo> attributes;
+  std::vector<OpOutputInfo> outputs;
+};
+
+// grpc.health.v1 serving status.
+enum class ServingStatus { kUnknown, kServing, kNotServing, kServiceUnknown };
+TENSOROPS_EXPORT absl::string_view ServingStatusName(ServingStatus status);
+
+using ExecuteResult = absl::StatusOr<std::vector<Tensor>>;
+// Runs on a gRPC thread when the call ends; must not block for long.
+using ExecuteCallback = std::function<void(ExecuteResult)>;
+
+class TENSOROPS_EXPORT Client {
+ public:
+  // Validates `options` and creates the channel (connecting lazily).
+  static absl::StatusOr<std::unique_ptr<Client>> Create(const ClientOptions& options);
+
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+  ~Client();
+
+  // Runs `op` (a name or alias from ListOps) with `attrs` on `inputs` (in the
+  // op's input order) and returns its outputs.
+  ExecuteResult Execute(absl::string_view op, const Attrs& attrs, const std::vector<Tensor>& inputs,
+                        const CallOptions& call = {}) const;
+
+  // OpenVINO Reverse-1.
+  absl::StatusOr<Tensor> Reverse(const Tensor& data, const Tensor& axes,
+                                 ReverseMode mode = ReverseMode::kIndex,
+                                 const CallOptions& call = {}) const;
+  // OpenVINO ReverseSequence-1.
+  absl::StatusOr<Tensor> ReverseSequence(const Tensor& data, const Tensor& seq_lengths,
+                                         int64_t batch_axis = 0, int64_t seq_axis = 1,
+                                         const CallOptions& call = {}) const;
+  // OpenVINO Roll-7.
+  absl::StatusOr<Tensor> Roll(const Tensor& data, const Tensor& shift, const Tensor& axes,
+                              const CallOptions& call = {}) const;
+  // ONNX ReverseSequence (defaults as in ONNX: batch_axis 1, time_axis 0).
+  absl::StatusOr<Tensor> OnnxReverseSequence(const Tensor& input, const Tensor& sequence_lens,
+                                             int64_t batch_axis = 1, int64_t time_axis = 0,
+                                             const CallOptions& call = {}) const;
+
+  // Asynchronous Execute: returns at once; `done` runs exactly once when the
+  // call ends. Views in `inputs` may be released when this returns (the
+  // request is serialized before). The Client may be destroyed while calls
+  // are in flight; they still complete.
+  void ExecuteAsync(absl::string_view op, const Attrs& attrs, const std::vector<Tensor>& inputs,
+                    ExecuteCallback done, const CallOptions& call = {}) const;
+  // The same with a future.
+  std::future<ExecuteResult> ExecuteFuture(absl::string_view op, const Attrs& attrs,
+                                           const std::vector<Tensor>& inputs,
+                                           const CallOptions& call = {}) const;
+
+  // Every op the server runs, with inputs, types, ranks and attributes.
+  absl::StatusOr<std::vector<OpInfo>> ListOps(const CallOptions& call = {}) const;
+
+  // grpc.health.v1.Health/Check for `service` ("" = the whole server;
+  // "tensorops.v1.TensorOps" = the op service).
+  absl::StatusOr<ServingStatus> Health(absl::string_view service = "",
+                                       const CallOptions& call = {}) const;
+
+ private:
+  struct Impl;
+  explicit Client(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;  // shared with in-flight async calls
+};
+
+}  // namespace client_v1
+}  // namespace tensorops
+
+#endif  // TENSOROPS_CLIENT_CLIENT_H_

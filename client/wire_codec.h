@@ -1,0 +1,22 @@
+// Checks reply tensors with the server's own codec (server/tensor_codec.h).
+// Kept apart from client.cc because the codec's kernel headers declare
+// tensorops::Tensor too: no translation unit includes both.
+//
+// Thread-safety: stateless; safe from any thread.
+#ifndef TENSOROPS_CLIENT_WIRE_CODEC_H_
+#define TENSOROPS_CLIENT_WIRE_CODEC_H_
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "tensorops/v1/tensorops.pb.h"
+
+namespace tensorops::client_internal {
+
+// Validates `*tensor` (dtype, shape, element count, value ranges; `what`
+// names it in errors) and, if its elements came in a typed field, rewrites
+// them as raw_data, so that afterwards every non-STRING tensor is raw.
+absl::Status NormalizeToRaw(v1::Tensor* tensor, absl::string_view what);
+
+}  // namespace tensorops::client_internal
+
+#endif  // TENSOROPS_CLIENT_WIRE_CODEC_H_

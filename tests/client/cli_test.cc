@@ -1,0 +1,260 @@
+// The tensorops CLI end to end against a real server, including every CLI
+// example in docs/sdk.md.
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "client/cli/npy.h"
+#include "client/cli/text_format.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/server_process.h"
+
+namespace tensorops {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct Result {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+class CliTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = new testing::ServerProcess;
+    ASSERT_TRUE(server_->Start(TENSOROPS_SERVER_PATH, {"--metrics_port=0"}).ok());
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_NE(server_, nullptr);
+    char tmpl[] = "/tmp/tensorops_cli_test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::system(absl::StrCat("rm -rf '", dir_, "'").c_str()); }
+
+  // Runs a bash command line in dir_ with the CLI on PATH and
+  // TENSOROPS_TARGET pointing at the server.
+  Result Shell(const std::string& command) {
+    const std::string script = absl::StrCat(dir_, "/cmd.sh");
+    std::ofstream(script) << "cd '" << dir_ << "' || exit 99\n"
+                          << "export PATH='" << CliDir() << "':\"$PATH\"\n"
+                          << "export TENSOROPS_TARGET=" << server_->address() << "\n"
+                          << command << "\n";
+    const int status = std::system(
+        absl::StrCat("bash '", script, "' >'", dir_, "/out' 2>'", dir_, "/err'").c_str());
+    Result r;
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = ReadFile(dir_ + "/out");
+    r.err = ReadFile(dir_ + "/err");
+    return r;
+  }
+  static std::string CliDir() {
+    std::string p = TENSOROPS_CLI_PATH;
+    return p.substr(0, p.rfind('/'));
+  }
+
+  static testing::ServerProcess* server_;
+  std::string dir_;
+};
+testing::ServerProcess* CliTest::server_ = nullptr;
+
+TEST_F(CliTest, Health) {
+  Result r = Shell("tensorops health");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "SERVING\n");
+  r = Shell("tensorops health --service tensorops.v1.TensorOps");
+  EXPECT_EQ(r.out, "SERVING\n");
+}
+
+TEST_F(CliTest, ListOps) {
+  Result r = Shell("tensorops list-ops");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("Roll (alias Roll-7)"));
+  EXPECT_THAT(r.out, HasSubstr("onnx.ReverseSequence"));
+  EXPECT_THAT(r.out, HasSubstr("--attr mode=<string>"));
+}
+
+TEST_F(CliTest, RunPrintsNestedArrays) {
+  Result r = Shell(
+      "tensorops run Roll --input '[[1,2,3],[4,5,6],[7,8,9],[10,11,12]]' --dtype i32 "
+      "--input '[-1,2]' --input '[0,1]'");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "INT32 [4, 3]\n[[5, 6, 4],\n [8, 9, 7],\n [11, 12, 10],\n [2, 3, 1]]\n");
+  r = Shell(
+      "tensorops --target " + server_->address() +
+      " --deadline 5s run Reverse --attr mode=index --input '[\"a\",\"b\"]' --input 0 --shape 1");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "STRING [2]\n[\"b\", \"a\"]\n");
+  // Every dtype name parses and round-trips through the server and the printer.
+  for (const char* t : {"f32", "f64", "f16", "bf16", "f8e4m3", "f8e5m2", "i8", "i16", "i32", "i64",
+                        "u8", "u16", "u32", "u64"}) {
+    SCOPED_TRACE(t);
+    r =
+        Shell(absl::StrCat("tensorops run Reverse --attr mode=index --input '[[1,2],[3,4]]' "
+                           "--dtype ",
+                           t, " --input '[0]'"));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("[[3, 4],\n [1, 2]]\n"));
+  }
+  r = Shell(
+      "tensorops run Reverse --attr mode=index --input '[[1,2],[3,-4]]' --dtype c64 "
+      "--input '[0]'");
+  EXPECT_EQ(r.out, "COMPLEX64 [2]\n[[3, -4], [1, 2]]\n") << r.err;
+  r = Shell("tensorops run Reverse --attr mode=mask --input '[true,false]' --input '[true]'");
+  EXPECT_EQ(r.out, "BOOL [2]\n[false, true]\n") << r.err;
+}
+
+TEST_F(CliTest, NpyRoundTrip) {
+  // Write an input file with the library, run, read the CLI's output file back.
+  std::vector<float> in = {1, 2, 3, 4, 5, 6};
+  ASSERT_TRUE(cli::WriteNpyFile(dir_ + "/in.npy", Tensor(in, {2, 3})).ok());
+  Result r = Shell(
+      "tensorops run ReverseSequence --attr batch_axis=0 --attr seq_axis=1 "
+      "--input @in.npy --input '[3,2]' --output out.npy");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "wrote out.npy: FLOAT32 [2, 3]\n");
+  auto out = cli::ReadNpyFile(dir_ + "/out.npy");
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(out->shape(), ElementsAre(2, 3));
+  EXPECT_THAT(out->values<float>(), ElementsAre(3, 2, 1, 5, 4, 6));
+  // The CLI reads its own output file too (every NumPy dtype it supports).
+  for (const char* t : {"f32", "f64", "f16", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
+                        "bool", "c64", "c128"}) {
+    SCOPED_TRACE(t);
+    const bool is_bool = std::string(t) == "bool", is_c = absl::StartsWith(t, "c");
+    const std::string vals = is_bool ? "[[true,false],[false,false]]"
+                             : is_c  ? "[[[1,2],[3,4]],[[5,6],[7,8]]]"
+                                     : "[[1,2],[3,4]]";
+    r = Shell(absl::StrCat("tensorops run Roll --input '", vals, "' --dtype ", t,
+                           " --input 1 --input 1 --output a.npy && "
+                           "tensorops run Roll --input @a.npy --input 1 --input 1"));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    auto a = cli::ReadNpyFile(dir_ + "/a.npy");
+    ASSERT_TRUE(a.ok()) << a.status();
+    auto orig = cli::ParseTensor(vals, *cli::ParseDataType(t), std::nullopt);
+    ASSERT_TRUE(orig.ok());
+    EXPECT_EQ(r.out, absl::StrCat("wrote a.npy: ", DataTypeName(orig->dtype()), " [2, 2]\n",
+                                  DataTypeName(orig->dtype()), " [2, 2]\n",
+                                  cli::FormatTensor(*orig), "\n"));
+  }
+}
+
+TEST_F(CliTest, NpyRejectsUnsupported) {
+  std::string bytes = *cli::SerializeNpy(Tensor(std::vector<int32_t>{1, 2}));
+  std::string big_endian = absl::StrReplaceAll(bytes, {{"'<i4'", "'>i4'"}});
+  std::ofstream(dir_ + "/be.npy", std::ios::binary) << big_endian;
+  Result r = Shell("tensorops run Reverse --attr mode=index --input @be.npy --input '[0]'");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("big-endian dtype '>i4' is not supported"));
+  EXPECT_FALSE(cli::ParseNpy(absl::StrReplaceAll(bytes, {{"False", "True "}}), "x").ok());
+  EXPECT_FALSE(cli::ParseNpy(bytes.substr(0, bytes.size() - 1), "x").ok());
+  EXPECT_FALSE(cli::SerializeNpy(Tensor::FromFloats(DataType::kBFloat16, {1}, {1})).ok());
+}
+
+TEST_F(CliTest, BadInputGivesOneLineReason) {
+  struct Case {
+    const char* command;
+    int exit_code;
+    const char* reason;
+  };
+  const Case cases[] = {
+      {"tensorops", 2, "no command given"},
+      {"tensorops frob", 2, "unknown command 'frob'"},
+      {"tensorops run Roll", 2, "run needs at least one --input"},
+      {"tensorops run Roll --input '[1,2'", 2, "--input 1: expected ',' or ']'"},
+      {"tensorops run Roll --input '[[1,2],[3]]'", 2, "ragged nesting"},
+      {"tensorops run Roll --input '[300]' --dtype i8", 2, "value 0 (300) is not a valid i8"},
+      {"tensorops run Roll --input 1 --dtype f128", 2, "unknown dtype 'f128'"},
+      {"tensorops run Roll --dtype f32", 2, "--dtype must follow an --input"},
+      {"tensorops run Roll --input @missing.npy", 1, "cannot open missing.npy"},
+      {"tensorops run Roll --input '[[1,2],[3,4]]' --input 1 --input 2", 1,
+       "INVALID_ARGUMENT: Roll: axes[0] = 2 is out of range [-2, 1] for data of rank 2"},
+      {"tensorops run Frob --input 1", 1, "UNIMPLEMENTED: unknown op"},
+      {"tensorops --target 127.0.0.1:1 --deadline 3s health", 1, "UNAVAILABLE"},
+      {"tensorops --deadline soon health", 2, "--deadline 'soon' is not a duration"},
+      {"tensorops run Reverse --input '[\"a\"]' --input '[0]' --attr mode=index --output s.npy", 1,
+       "cannot write STRING to .npy"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.command);
+    Result r = Shell(c.command);
+    EXPECT_EQ(r.exit_code, c.exit_code);
+    EXPECT_THAT(r.err, HasSubstr(c.reason));
+    EXPECT_TRUE(absl::StartsWith(r.err, "tensorops: error: ")) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
+TEST_F(CliTest, HelpHasExamples) {
+  Result r = Shell("tensorops --help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("examples:"));
+  EXPECT_THAT(r.out, HasSubstr("tensorops run Roll"));
+}
+
+// Every ```sh block in docs/sdk.md whose commands start with "tensorops" is
+// run; when a ```text block follows, stdout must equal it (stderr, with a
+// non-zero exit status, when it starts "tensorops: error: ").
+TEST_F(CliTest, DocsExamplesRun) {
+  const std::string md = ReadFile(TENSOROPS_SDK_DOC);
+  ASSERT_FALSE(md.empty());
+  std::vector<std::string> lines = absl::StrSplit(md, '\n');
+  int examples = 0;
+  // Files the docs refer to.
+  ASSERT_TRUE(
+      cli::WriteNpyFile(dir_ + "/data.npy",
+                        Tensor(std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {4, 3}))
+          .ok());
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i] != "```sh") continue;
+    std::string command;
+    size_t j = i + 1;
+    for (; j < lines.size() && lines[j] != "```"; ++j) absl::StrAppend(&command, lines[j], "\n");
+    if (!absl::StartsWith(command, "tensorops ")) continue;
+    std::optional<std::string> expected;
+    if (j + 2 < lines.size() && lines[j + 1].empty() && lines[j + 2] == "```text") {
+      std::string text;
+      for (size_t k = j + 3; k < lines.size() && lines[k] != "```"; ++k) {
+        absl::StrAppend(&text, lines[k], "\n");
+      }
+      expected = text;
+    }
+    SCOPED_TRACE(command);
+    Result r = Shell(command);
+    if (expected.has_value() && absl::StartsWith(*expected, "tensorops: error: ")) {
+      EXPECT_NE(r.exit_code, 0);
+      EXPECT_EQ(r.err, *expected);
+    } else {
+      EXPECT_EQ(r.exit_code, 0) << r.err;
+      if (expected.has_value()) {
+        EXPECT_EQ(r.out, *expected);
+      }
+    }
+    ++examples;
+  }
+  EXPECT_GE(examples, 5);
+}
+
+}  // namespace
+}  // namespace tensorops
