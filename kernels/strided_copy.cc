@@ -59,21 +59,22 @@ __attribute__((target("avx2"))) inline __m256i ReverseLanes(__m256i v, int width
 template <int kWidth>
 __attribute__((target("avx2"))) void ReverseAvx2(char* dst, const char* src, int64_t n) {
   constexpr int64_t kLanes = 32 / kWidth;
+  // Read ascending (the prefetcher streams it), write descending.
   int64_t i = 0;
   for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
-    __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + (n - i - kLanes) * kWidth));
-    __m256i b =
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + (n - i - 2 * kLanes) * kWidth));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i * kWidth), ReverseLanes(a, kWidth));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (i + kLanes) * kWidth),
+    __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i * kWidth));
+    __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + (i + kLanes) * kWidth));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (n - i - kLanes) * kWidth),
+                        ReverseLanes(a, kWidth));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (n - i - 2 * kLanes) * kWidth),
                         ReverseLanes(b, kWidth));
   }
-  // Tail: the first n - i elements of src, reversed, at dst[i..n).
+  // Tail: src[i..n) reversed lands at dst[0..n-i).
   switch (kWidth) {
-    case 1: ReverseScalar<uint8_t>(dst + i, src, n - i); break;
-    case 2: ReverseScalar<uint16_t>(dst + i * 2, src, n - i); break;
-    case 4: ReverseScalar<uint32_t>(dst + i * 4, src, n - i); break;
-    default: ReverseScalar<uint64_t>(dst + i * 8, src, n - i); break;
+    case 1: ReverseScalar<uint8_t>(dst, src + i, n - i); break;
+    case 2: ReverseScalar<uint16_t>(dst, src + i * 2, n - i); break;
+    case 4: ReverseScalar<uint32_t>(dst, src + i * 4, n - i); break;
+    default: ReverseScalar<uint64_t>(dst, src + i * 8, n - i); break;
   }
 }
 
@@ -96,8 +97,10 @@ void ReverseBlocks(void* dst_v, const void* src_v, int64_t n, int64_t block) {
     case 8: TENSOROPS_REVERSE(8, uint64_t); return;
     case 16: ReverseScalar<Bytes16>(dst, src, n); return;
     default:
+      // Read ascending, write descending: ascending reads keep the hardware
+      // prefetcher streaming from DRAM.
       for (int64_t i = 0; i < n; ++i) {
-        std::memcpy(dst + i * block, src + (n - 1 - i) * block, block);
+        std::memcpy(dst + (n - 1 - i) * block, src + i * block, block);
       }
   }
 }
