@@ -15,6 +15,8 @@ PACKAGES=(
   # libraries (see ../shared/toolchain.md)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev grpc-proto
+  # deployment tests (tests/deploy): load balancer, scraper, compose and YAML checks
+  nginx prometheus docker-compose curl python3-yaml
 )
 # Node.js runs grpcurl-lite (the grpcurl stand-in) in the cookbook test. Keep
 # a Node that is already there (some machines carry a newer one with its own npm).

@@ -213,11 +213,14 @@ TEST_F(CliTest, HelpHasExamples) {
   EXPECT_THAT(r.out, HasSubstr("tensorops run Roll"));
 }
 
-// Every ```sh block in docs/sdk.md whose commands start with "tensorops" is
+// Every ```sh block in docs/sdk.md and README.md whose commands start with "tensorops" is
 // run; when a ```text block follows, stdout must equal it (stderr, with a
 // non-zero exit status, when it starts "tensorops: error: ").
 TEST_F(CliTest, DocsExamplesRun) {
-  const std::string md = ReadFile(TENSOROPS_SDK_DOC);
+ for (const auto& [doc, min_examples] :
+      std::vector<std::pair<std::string, int>>{{TENSOROPS_SDK_DOC, 5}, {TENSOROPS_README, 2}}) {
+  SCOPED_TRACE(doc);
+  const std::string md = ReadFile(doc);
   ASSERT_FALSE(md.empty());
   std::vector<std::string> lines = absl::StrSplit(md, '\n');
   int examples = 0;
@@ -253,7 +256,8 @@ TEST_F(CliTest, DocsExamplesRun) {
     }
     ++examples;
   }
-  EXPECT_GE(examples, 5);
+  EXPECT_GE(examples, min_examples);
+ }
 }
 
 }  // namespace

@@ -1,0 +1,42 @@
+# syntax=docker/dockerfile:1
+# tensorops-server image: docker build -t tensorops .
+#
+# Build stage: the same package list (tools/setup.sh) and build script
+# (tools/build.sh) as CI and the README; tests and benchmarks are skipped.
+FROM debian:bookworm-slim AS build
+WORKDIR /src
+COPY tools/setup.sh tools/setup.sh
+RUN bash tools/setup.sh && rm -rf /var/lib/apt/lists/*
+COPY . .
+RUN BUILD_DIR=/build BUILD_ARGS="-DTENSOROPS_BUILD_TESTS=OFF -DTENSOROPS_BUILD_BENCH=OFF" \
+      bash tools/build.sh \
+ && cmake --install /build --prefix /opt/tensorops --strip \
+ && install -s -m 0755 /build/server/tensorops-server /opt/tensorops/bin/tensorops-server \
+ && rm -rf /opt/tensorops/include /opt/tensorops/lib/cmake
+
+# Runtime stage: only the shared libraries the binaries need (their NEEDED
+# entries; tests/deploy/static_checks.sh checks this list against the built
+# binaries), the server, the tensorops CLI (the health probe) and the SDK library.
+FROM debian:bookworm-slim
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      libgrpc++1.51 libgrpc29 libprotobuf32 libabsl20220623 \
+      libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 \
+ && rm -rf /var/lib/apt/lists/* \
+ && groupadd --system --gid 10001 tensorops \
+ && useradd --system --uid 10001 --gid tensorops --no-create-home --home-dir /nonexistent \
+      --shell /usr/sbin/nologin tensorops
+COPY --from=build /opt/tensorops /opt/tensorops
+ENV PATH=/opt/tensorops/bin:$PATH \
+    TENSOROPS_TARGET=127.0.0.1:50051
+USER 10001:10001
+# gRPC (Execute, ListOps, grpc.health.v1, reflection) and Prometheus /metrics.
+EXPOSE 50051 9464
+# grpc.health.v1.Health/Check for the op service; exit 1 unless SERVING (also
+# while draining after SIGTERM).
+HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
+  CMD ["tensorops", "--target", "127.0.0.1:50051", "--deadline", "2s", "health", "--service", "tensorops.v1.TensorOps"]
+# SIGTERM drains: admitted calls finish within --drain_timeout, then exit 0.
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["tensorops-server"]
+CMD ["--host=0.0.0.0", "--port=50051", "--metrics_host=0.0.0.0", "--metrics_port=9464"]

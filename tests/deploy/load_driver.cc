@@ -1,0 +1,173 @@
+// Load driver for the local three-replica test (local_stack_test.sh): calls
+// Roll through the load balancer from several threads with the client SDK
+// (its default retry policy: UNAVAILABLE is retried, up to 5 attempts), checks
+// every result against a local computation and counts every call's final status.
+//
+//   load_driver --target 127.0.0.1:PORT [--threads 4] [--marker PATH --marker_after N]
+//               [--stop_file PATH --calls_after M] [--max_calls N] [--max_seconds S]
+//
+// Runs until --max_calls calls finished, or, with --stop_file, until that file
+// exists and --calls_after more calls finished after it appeared. After
+// --marker_after successful calls it creates --marker (the test then stops a
+// replica while the load goes on). Exit status 0 only if every call ended OK
+// with the right result and the run finished within --max_seconds.
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tensorops/client.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  std::string target;
+  int threads = 4;
+  std::string marker;
+  int64_t marker_after = 0;
+  std::string stop_file;
+  int64_t calls_after = 0;
+  int64_t max_calls = 1000000;
+  double max_seconds = 40;
+  int sleep_us = 1000;
+};
+
+bool FileExists(const std::string& path) { return std::ifstream(path).good(); }
+
+int Usage(const char* msg) {
+  std::fprintf(stderr, "load_driver: %s\n", msg);
+  return 2;
+}
+
+constexpr int64_t kRows = 3, kCols = 8;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (i + 1 >= argc) return Usage(("missing value for " + a).c_str());
+    std::string v = argv[++i];
+    if (a == "--target") opt.target = v;
+    else if (a == "--threads") opt.threads = std::atoi(v.c_str());
+    else if (a == "--marker") opt.marker = v;
+    else if (a == "--marker_after") opt.marker_after = std::atoll(v.c_str());
+    else if (a == "--stop_file") opt.stop_file = v;
+    else if (a == "--calls_after") opt.calls_after = std::atoll(v.c_str());
+    else if (a == "--max_calls") opt.max_calls = std::atoll(v.c_str());
+    else if (a == "--max_seconds") opt.max_seconds = std::atof(v.c_str());
+    else if (a == "--sleep_us") opt.sleep_us = std::atoi(v.c_str());
+    else return Usage(("unknown flag " + a).c_str());
+  }
+  if (opt.target.empty() || opt.threads < 1) return Usage("--target is required");
+
+  tensorops::ClientOptions co;
+  co.target = opt.target;
+  co.default_deadline = std::chrono::seconds(10);
+  auto client = tensorops::Client::Create(co);
+  if (!client.ok()) {
+    std::fprintf(stderr, "load_driver: %s\n", client.status().ToString().c_str());
+    return 1;
+  }
+
+  const auto start = Clock::now();
+  const auto limit = start + std::chrono::duration_cast<Clock::duration>(
+                                 std::chrono::duration<double>(opt.max_seconds));
+  std::atomic<int64_t> next_id{0}, finished{0}, ok{0}, wrong{0};
+  std::atomic<bool> marker_written{false}, stop_seen{false}, timed_out{false};
+  std::atomic<int64_t> finished_at_stop{-1};
+  std::mutex mu;
+  std::map<std::string, int64_t> codes;  // final status code -> count
+  std::string first_error;
+
+  auto done = [&]() {
+    int64_t f = finished.load();
+    if (f >= opt.max_calls) return true;
+    if (!opt.stop_file.empty()) {
+      if (!stop_seen.load() && FileExists(opt.stop_file)) {
+        int64_t expected = -1;
+        finished_at_stop.compare_exchange_strong(expected, f);
+        stop_seen = true;
+      }
+      if (stop_seen.load() && f - finished_at_stop.load() >= opt.calls_after) return true;
+    }
+    if (Clock::now() > limit) {
+      timed_out = true;
+      return true;
+    }
+    return false;
+  };
+
+  auto worker = [&]() {
+    while (!done()) {
+      const int64_t id = next_id.fetch_add(1);
+      std::vector<int32_t> in(kRows * kCols);
+      for (int64_t k = 0; k < kRows * kCols; ++k) in[k] = static_cast<int32_t>(id * 100 + k);
+      const int64_t s0 = id % kRows, s1 = id % kCols;
+      auto out = (*client)->Roll(tensorops::Tensor(in, {kRows, kCols}),
+                                 tensorops::Tensor(std::vector<int64_t>{s0, s1}),
+                                 tensorops::Tensor(std::vector<int64_t>{0, 1}));
+      bool good = out.ok();
+      std::string code = out.ok() ? "OK" : absl::StatusCodeToString(out.status().code());
+      if (good) {
+        auto v = out->values<int32_t>();
+        good = out->shape() == std::vector<int64_t>{kRows, kCols} && v.size() == in.size();
+        for (int64_t r = 0; good && r < kRows; ++r) {
+          for (int64_t c = 0; good && c < kCols; ++c) {
+            const int64_t src = ((r - s0 + kRows) % kRows) * kCols + (c - s1 + kCols) % kCols;
+            good = v[r * kCols + c] == in[src];
+          }
+        }
+        if (!good) {
+          code = "WRONG_RESULT";
+          ++wrong;
+        }
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        ++codes[code];
+        if (!good && first_error.empty()) {
+          first_error = out.ok() ? "call " + std::to_string(id) + ": wrong result"
+                                 : "call " + std::to_string(id) + ": " + out.status().ToString();
+        }
+      }
+      if (good && ++ok >= opt.marker_after && !opt.marker.empty() && !marker_written.exchange(true)) {
+        std::ofstream(opt.marker) << ok.load() << "\n";
+      }
+      ++finished;
+      if (opt.sleep_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(opt.sleep_us));
+    }
+  };
+
+  std::vector<std::thread> threads;
+  for (int t = 0; t < opt.threads; ++t) threads.emplace_back(worker);
+  for (auto& t : threads) t.join();
+
+  const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+  const int64_t total = finished.load();
+  std::printf("load_driver: %lld calls in %.1f s, %lld OK and verified", static_cast<long long>(total),
+              secs, static_cast<long long>(ok.load()));
+  if (finished_at_stop.load() >= 0) {
+    std::printf(", %lld after the stop", static_cast<long long>(total - finished_at_stop.load()));
+  }
+  std::printf("; final status:");
+  for (const auto& [code, n] : codes) std::printf(" %s=%lld", code.c_str(), static_cast<long long>(n));
+  std::printf("\n");
+  bool pass = total > 0 && ok.load() == total;
+  if (!first_error.empty()) std::printf("load_driver: first failure: %s\n", first_error.c_str());
+  if (timed_out) {
+    std::printf("load_driver: stopped by --max_seconds %.0f before its goal\n", opt.max_seconds);
+    pass = false;
+  }
+  return pass ? 0 : 1;
+}

@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# The docker-compose stack, run locally without Docker: three tensorops-server
+# processes on 127.0.0.1, nginx (grpc_pass round-robin) and Prometheus, both
+# configured from the repo's templates via deploy/render.sh. Checks that
+#   1. gRPC health answers SERVING through nginx;
+#   2. load through nginx (deploy_load_driver, SDK with its retry policy)
+#      reaches every replica (each one's own /metrics counts Roll calls);
+#   3. Prometheus's HTTP API returns tensorops_request_duration_seconds_bucket
+#      for all three targets;
+#   4. SIGTERM to one replica mid-load (it drains and exits 0) loses nothing:
+#      every call of the driver ends OK with a verified result, and the other
+#      two replicas carry the calls made after it stopped.
+# Every process is started here, on free 127.0.0.1 ports, and stopped by PID
+# on exit.
+#
+# usage: local_stack_test.sh SERVER LOAD_DRIVER CLI REPO_ROOT
+set -euo pipefail
+SERVER=$1 DRIVER=$2 CLI=$3 ROOT=$4
+T0=$EPOCHREALTIME
+
+log() { awk -v t="$EPOCHREALTIME" -v t0="$T0" -v m="$*" 'BEGIN { printf "[%5.1fs] %s\n", t - t0, m }'; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
+for tool in nginx prometheus curl python3; do
+  command -v "$tool" >/dev/null || fail "$tool not found (bash tools/setup.sh installs it)"
+done
+
+W=$(mktemp -d "${TMPDIR:-/tmp}/tensorops-deploy.XXXXXX")
+PIDS=()
+cleanup() {
+  local rc=$?
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  if [ $rc -ne 0 ]; then
+    for f in "$W"/*.err "$W"/nginx/error.log "$W"/prometheus.log "$W"/driver.out; do
+      [ -s "$f" ] && { echo "--- $f (last lines)"; tail -n 15 "$f"; }
+    done
+  fi
+  rm -rf "$W"
+  exit $rc
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+# wait_for SECONDS WHAT COMMAND...: polls COMMAND every 0.2 s.
+wait_for() {
+  local secs=$1 what=$2; shift 2
+  local end=$((SECONDS + secs))
+  until "$@" >/dev/null 2>&1; do
+    [ $SECONDS -lt $end ] || fail "timed out after ${secs}s waiting for $what"
+    sleep 0.2
+  done
+}
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# --- three replicas ---------------------------------------------------------
+GRPC_PORTS=() METRICS_PORTS=() SERVER_PIDS=()
+for i in 1 2 3; do
+  "$SERVER" --host=127.0.0.1 --port=0 --metrics_port=0 --threads=1 --drain_timeout=5s \
+    >"$W/server$i.out" 2>"$W/server$i.err" &
+  SERVER_PIDS+=($!); PIDS+=($!)
+done
+for i in 1 2 3; do
+  wait_for 20 "replica $i to start" grep -q 'metrics on http://' "$W/server$i.out"
+  GRPC_PORTS+=("$(sed -n 's/^tensorops-server listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$W/server$i.out")")
+  METRICS_PORTS+=("$(sed -n 's|^tensorops-server metrics on http://127\.0\.0\.1:\([0-9]*\)/metrics$|\1|p' "$W/server$i.out")")
+done
+log "replicas: gRPC ${GRPC_PORTS[*]}, metrics ${METRICS_PORTS[*]}"
+
+# --- nginx from deploy/nginx/nginx.conf.in ----------------------------------
+NGINX_PORT=$(free_port)
+mkdir -p "$W/nginx"
+bash "$ROOT/deploy/render.sh" nginx --listen "127.0.0.1:$NGINX_PORT" --run-dir "$W/nginx" \
+  "${GRPC_PORTS[@]/#/127.0.0.1:}" >"$W/nginx/nginx.conf"
+nginx -t -q -e "$W/nginx/error.log" -p "$W/nginx/" -c "$W/nginx/nginx.conf" \
+  || fail "nginx -t rejected the rendered config"
+nginx -e "$W/nginx/error.log" -p "$W/nginx/" -c "$W/nginx/nginx.conf" 2>>"$W/nginx.err" &
+PIDS+=($!)
+health() { [ "$("$CLI" --target "127.0.0.1:$NGINX_PORT" --deadline 1s health --service tensorops.v1.TensorOps)" = SERVING ]; }
+wait_for 10 "SERVING through nginx on 127.0.0.1:$NGINX_PORT" health
+log "nginx on 127.0.0.1:$NGINX_PORT: health SERVING through the proxy"
+
+# --- Prometheus from deploy/prometheus/prometheus.yml.in --------------------
+PROM_PORT=$(free_port)
+TARGETS=("${METRICS_PORTS[@]/#/127.0.0.1:}")
+bash "$ROOT/deploy/render.sh" prometheus --interval 1s --rules "$ROOT/deploy/prometheus/alerts.yml" \
+  "${TARGETS[@]}" >"$W/prometheus.yml"
+promtool check config "$W/prometheus.yml" >/dev/null || fail "promtool check config failed"
+prometheus --config.file="$W/prometheus.yml" --storage.tsdb.path="$W/tsdb" \
+  --web.listen-address="127.0.0.1:$PROM_PORT" --log.level=warn >"$W/prometheus.log" 2>&1 &
+PIDS+=($!)
+PROM="http://127.0.0.1:$PROM_PORT"
+
+# --- load through nginx -----------------------------------------------------
+"$DRIVER" --target "127.0.0.1:$NGINX_PORT" --threads 4 --marker "$W/marker" --marker_after 300 \
+  --stop_file "$W/stopped" --calls_after 400 --max_seconds 50 >"$W/driver.out" 2>&1 &
+DRIVER_PID=$!; PIDS+=($DRIVER_PID)
+marker_or_dead() { [ -e "$W/marker" ] || ! kill -0 "$DRIVER_PID"; }
+wait_for 20 "the first 300 calls through nginx" marker_or_dead
+[ -e "$W/marker" ] || fail "load driver ended early: $(cat "$W/driver.out")"
+
+# Roll calls that replica $1 (1..3) answered OK, from its own /metrics.
+roll_ok() {
+  curl -sf --max-time 2 "http://127.0.0.1:${METRICS_PORTS[$(($1 - 1))]}/metrics" | awk '
+    /^tensorops_requests_total\{/ && /method="Execute"/ && /op="Roll"/ && /code="OK"/ { n += $NF }
+    END { printf "%d\n", n }'
+}
+for i in 1 2 3; do
+  n=$(roll_ok $i)
+  [ "$n" -gt 0 ] || fail "replica $i served no Roll call through nginx"
+  log "replica $i served $n Roll calls"
+done
+
+# --- Prometheus: the latency histogram of all three targets -----------------
+wait_for 30 "Prometheus /-/ready" curl -sf --max-time 2 "$PROM/-/ready"
+log "Prometheus ready on 127.0.0.1:$PROM_PORT"
+QUERY='count by (instance) (tensorops_request_duration_seconds_bucket{job="tensorops",method="Execute",op="Roll",le="+Inf"} > 0)'
+prom_has_all() {
+  curl -sf --max-time 2 -G "$PROM/api/v1/query" --data-urlencode "query=$QUERY" >"$W/query.json" || return 1
+  python3 - "$W/query.json" "${TARGETS[@]}" <<'PY'
+import json, sys
+reply = json.load(open(sys.argv[1]))
+got = {r["metric"].get("instance") for r in reply["data"]["result"]} if reply.get("status") == "success" else set()
+sys.exit(0 if set(sys.argv[2:]) <= got else 1)
+PY
+}
+wait_for 30 "Prometheus to return the Roll latency histogram of ${TARGETS[*]}" prom_has_all
+log "Prometheus API: tensorops_request_duration_seconds_bucket for all 3 targets"
+
+# --- stop replica 2 mid-load ------------------------------------------------
+kill -0 "$DRIVER_PID" 2>/dev/null || fail "load driver ended before the stop: $(cat "$W/driver.out")"
+before1=$(roll_ok 1) before3=$(roll_ok 3)
+kill -TERM "${SERVER_PIDS[1]}"
+log "SIGTERM to replica 2 (pid ${SERVER_PIDS[1]}) while the load runs"
+end=$((SECONDS + 20))
+while kill -0 "${SERVER_PIDS[1]}" 2>/dev/null; do
+  [ $SECONDS -lt $end ] || fail "replica 2 did not exit within 20 s of SIGTERM"
+  sleep 0.1
+done
+rc=0; wait "${SERVER_PIDS[1]}" || rc=$?
+[ $rc -eq 0 ] || fail "replica 2 exited with status $rc after SIGTERM"
+log "replica 2 drained and exited 0"
+touch "$W/stopped"
+
+rc=0; wait "$DRIVER_PID" || rc=$?
+cat "$W/driver.out"
+[ $rc -eq 0 ] || fail "load driver: not every call ended OK with a verified result"
+after1=$(roll_ok 1) after3=$(roll_ok 3)
+[ "$after1" -gt "$before1" ] && [ "$after3" -gt "$before3" ] \
+  || fail "replicas 1 and 3 did not both carry the load after the stop ($before1->$after1, $before3->$after3)"
+log "after the stop: replica 1 $before1->$after1, replica 3 $before3->$after3 Roll calls"
+log "PASS"
