@@ -169,10 +169,13 @@ struct Client::Impl {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::TensorOps::Stub> stub;
 
+  // Per-call context: the deadline and, when configured, the bearer token.
   void SetDeadline(const CallOptions& call, grpc::ClientContext* ctx) const {
     const std::chrono::milliseconds d = call.deadline.value_or(options.default_deadline);
     if (d.count() > 0) ctx->set_deadline(std::chrono::system_clock::now() + d);
+    if (!authorization.empty()) ctx->AddMetadata("authorization", authorization);
   }
+  std::string authorization;  // "Bearer <token>" or empty
 
   absl::Status BuildRequest(absl::string_view op, const Attrs& attrs,
                             const std::vector<Tensor>& inputs, v1::ExecuteRequest* request) const {
@@ -221,6 +224,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& opti
     return absl::InvalidArgumentError(
         "ClientOptions.tls: client_cert_chain and client_private_key go together");
   }
+  if (options.bearer_token.find_first_of("\r\n") != std::string::npos) {
+    return absl::InvalidArgumentError("ClientOptions.bearer_token must be one line");
+  }
   std::shared_ptr<grpc::ChannelCredentials> creds;
   grpc::ChannelArguments args;
   if (options.tls.has_value()) {
@@ -247,6 +253,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& opti
   }
   auto impl = std::make_shared<Impl>();
   impl->options = options;
+  if (!options.bearer_token.empty()) impl->authorization = "Bearer " + options.bearer_token;
   impl->channel = grpc::CreateCustomChannel(options.target, creds, args);
   if (impl->channel == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("cannot create a channel to ", options.target));

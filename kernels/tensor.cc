@@ -5,6 +5,11 @@
 namespace tensorops {
 
 int64_t NumElements(const Shape& shape) {
+  // A zero dim anywhere makes the product 0; check first, because the dims
+  // before it may multiply past int64 (a valid shape like [2^40, 2^40, 0]).
+  for (int64_t d : shape) {
+    if (d == 0) return 0;
+  }
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;

@@ -9,18 +9,34 @@
 namespace tensorops {
 
 absl::StatusOr<std::unique_ptr<PreparedExecution>> PreparedExecution::Make(
-    const OpRegistry& registry, const v1::ExecuteRequest& request) {
+    const OpRegistry& registry, const v1::ExecuteRequest& request, const RequestLimits& limits) {
   std::unique_ptr<PreparedExecution> exec(new PreparedExecution());
   exec->inputs_.reserve(request.inputs_size());
   std::vector<TensorView> views;
   views.reserve(request.inputs_size());
+  // Decoded input bytes so far; each term is at most max_tensor_bytes and the
+  // sum stops growing once past max_request_bytes, so it cannot overflow.
+  int64_t request_bytes = 0;
   for (int i = 0; i < request.inputs_size(); ++i) {
     ASSIGN_OR_RETURN(DecodedTensor t,
-                     DecodeTensor(request.inputs(i), absl::StrCat("inputs[", i, "]")));
+                     DecodeTensor(request.inputs(i), absl::StrCat("inputs[", i, "]"), &limits));
+    const int64_t bytes = DecodedBytes(t.view);
+    if (bytes > limits.max_request_bytes - request_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "request inputs[0..", i, "] need more than ", limits.max_request_bytes,
+          " bytes decoded; the limit is ", limits.max_request_bytes, " (--max_request_bytes)"));
+    }
+    request_bytes += bytes;
     views.push_back(t.view);
     exec->inputs_.push_back(std::move(t));
   }
   ASSIGN_OR_RETURN(exec->op_, registry.Prepare(request.op(), views, DecodeAttrs(request.attrs())));
+  // The output is allocated only when the kernel runs; count it now.
+  if (exec->output_bytes() > limits.max_request_bytes - request_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "request needs ", request_bytes, " bytes of decoded inputs plus ", exec->output_bytes(),
+        " bytes of output; the limit is ", limits.max_request_bytes, " (--max_request_bytes)"));
+  }
   // The reply mirrors the data input's encoding (every op's first input is its data).
   if (!exec->inputs_.empty()) exec->encoding_ = exec->inputs_[0].encoding;
   return exec;
@@ -44,8 +60,8 @@ void PreparedExecution::Run(v1::ExecuteResponse* response, ThreadPool* pool,
 }
 
 absl::Status Execute(const OpRegistry& registry, const v1::ExecuteRequest& request,
-                     v1::ExecuteResponse* response) {
-  ASSIGN_OR_RETURN(auto exec, PreparedExecution::Make(registry, request));
+                     v1::ExecuteResponse* response, const RequestLimits& limits) {
+  ASSIGN_OR_RETURN(auto exec, PreparedExecution::Make(registry, request, limits));
   exec->Run(response);
   return absl::OkStatus();
 }

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "kernels/op_registry.h"
 #include "kernels/thread_pool.h"
+#include "server/limits.h"
 #include "server/tensor_codec.h"
 #include "tensorops/v1/tensorops.pb.h"
 
@@ -18,9 +19,12 @@ namespace tensorops {
 // which must outlive it. Not thread-safe; Run at most once.
 class PreparedExecution {
  public:
-  // Decodes every input and the attributes and runs the op's validation.
+  // Decodes every input and the attributes and runs the op's validation,
+  // enforcing `limits` (per tensor while decoding; decoded inputs plus the
+  // output against max_request_bytes).
   static absl::StatusOr<std::unique_ptr<PreparedExecution>> Make(
-      const OpRegistry& registry, const v1::ExecuteRequest& request);
+      const OpRegistry& registry, const v1::ExecuteRequest& request,
+      const RequestLimits& limits = RequestLimits());
 
   // Runs the kernel and writes the output into `response` in the data
   // input's encoding (raw output is written in place, no extra copy). With a
@@ -41,7 +45,8 @@ class PreparedExecution {
 
 // Convenience: Make + Run.
 absl::Status Execute(const OpRegistry& registry, const v1::ExecuteRequest& request,
-                     v1::ExecuteResponse* response);
+                     v1::ExecuteResponse* response,
+                     const RequestLimits& limits = RequestLimits());
 
 // Fills a ListOps reply from the registry's specs.
 void DescribeOps(const OpRegistry& registry, v1::ListOpsResponse* response);

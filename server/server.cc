@@ -5,6 +5,9 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <algorithm>
+#include <fstream>
+#include <limits>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -20,7 +23,69 @@ constexpr char kServiceName[] = "tensorops.v1.TensorOps";
 constexpr absl::Duration kQuietPeriod = absl::Milliseconds(200);
 constexpr absl::Duration kMaxQuietWait = absl::Seconds(2);
 
+absl::StatusOr<std::string> ReadPemFile(const std::string& flag, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot read ", path));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (ss.str().empty()) return absl::InvalidArgumentError(absl::StrCat(flag, ": ", path, " is empty"));
+  return ss.str();
+}
+
+int64_t ClampMs(absl::Duration d) {
+  return std::min<int64_t>(absl::ToInt64Milliseconds(d), std::numeric_limits<int>::max());
+}
+
+// Listening credentials from the TLS options: insecure, TLS, or mutual TLS.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
+    const ServerOptions& options) {
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("--tls_cert and --tls_key go together");
+  }
+  if (options.tls_cert_file.empty()) {
+    if (!options.tls_client_ca_file.empty()) {
+      return absl::InvalidArgumentError("--tls_client_ca needs --tls_cert and --tls_key");
+    }
+    return grpc::InsecureServerCredentials();
+  }
+  absl::StatusOr<std::string> cert = ReadPemFile("--tls_cert", options.tls_cert_file);
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadPemFile("--tls_key", options.tls_key_file);
+  if (!key.ok()) return key.status();
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  if (options.tls_client_ca_file.empty()) {
+    ssl.client_certificate_request = GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE;
+  } else {
+    absl::StatusOr<std::string> ca = ReadPemFile("--tls_client_ca", options.tls_client_ca_file);
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *ca;
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
 }  // namespace
+
+absl::StatusOr<std::string> ReadAuthTokenFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("--auth_token_file: cannot read ", path));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  std::string token = ss.str();
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r' ||
+                            token.back() == ' ' || token.back() == '\t')) {
+    token.pop_back();
+  }
+  if (token.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--auth_token_file: ", path, " is empty"));
+  }
+  if (token.find_first_of("\r\n") != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--auth_token_file: ", path, " must hold one line"));
+  }
+  return token;
+}
 
 TensorOpsServer::TensorOpsServer(const ServerOptions& options) : options_(options) {}
 
@@ -46,6 +111,8 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
   TensorOpsService::Options service_options;
   service_options.access_log = options.access_log;
   service_options.min_parallel_bytes = options.min_parallel_bytes;
+  service_options.limits = options.limits;
+  service_options.auth_token = options.auth_token;
   s->service_ = std::make_unique<TensorOpsService>(&s->registry_, s->pool_.get(),
                                                    s->admission_.get(), s->metrics_.get(),
                                                    service_options);
@@ -61,7 +128,30 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
 
   const std::string address = absl::StrCat(options.host, ":", options.port);
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &s->port_);
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = MakeServerCredentials(options);
+  if (!creds.ok()) return creds.status();
+  builder.AddListeningPort(address, *creds, &s->port_);
+  // Keepalive pings find dead peers (also idle ones); a maximum connection
+  // age makes clients reconnect now and then, so L4 load balancers spread them.
+  if (options.keepalive_time > absl::ZeroDuration()) {
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, ClampMs(options.keepalive_time));
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  }
+  if (options.keepalive_timeout > absl::ZeroDuration()) {
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ClampMs(options.keepalive_timeout));
+  }
+  if (options.max_connection_age > absl::ZeroDuration()) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, ClampMs(options.max_connection_age));
+  }
+  if (options.max_connection_age_grace > absl::ZeroDuration()) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                               ClampMs(options.max_connection_age_grace));
+  }
+  if (options.max_connection_idle > absl::ZeroDuration()) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                               ClampMs(options.max_connection_idle));
+  }
   const int max_message = static_cast<int>(
       std::min<int64_t>(options.max_message_bytes, std::numeric_limits<int>::max()));
   builder.SetMaxReceiveMessageSize(max_message);

@@ -18,6 +18,7 @@
 #include "kernels/op_registry.h"
 #include "kernels/thread_pool.h"
 #include "server/admission.h"
+#include "server/limits.h"
 #include "server/metrics.h"
 #include "server/service.h"
 
@@ -35,7 +36,29 @@ struct ServerOptions {
   absl::Duration drain_timeout = absl::Seconds(10);
   bool access_log = false;
   int64_t min_parallel_bytes = int64_t{1} << 20;
+  RequestLimits limits;  // --max_rank, --max_tensor_elements, --max_tensor_bytes, --max_request_bytes
+  // Transport security (all PEM file paths; empty = off). tls_cert_file and
+  // tls_key_file together turn on TLS; tls_client_ca_file (needs TLS) also
+  // requires and verifies a client certificate signed by that CA (mTLS).
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_client_ca_file;
+  // Bearer token every tensorops.v1.TensorOps call must carry as
+  // "authorization: Bearer <token>" (health and reflection stay open); empty = off.
+  std::string auth_token;
+  // HTTP/2 keepalive and connection lifetime; zero = gRPC's default (off for
+  // the max_connection_* ones).
+  absl::Duration keepalive_time = absl::Seconds(60);
+  absl::Duration keepalive_timeout = absl::Seconds(20);
+  absl::Duration max_connection_age = absl::Minutes(5);
+  absl::Duration max_connection_age_grace = absl::Seconds(30);
+  absl::Duration max_connection_idle = absl::ZeroDuration();
 };
+
+// Reads a bearer token file for ServerOptions::auth_token: trailing CR/LF
+// (and spaces) are dropped; a missing, unreadable or empty file is an error.
+// Errors name the file, never its contents.
+absl::StatusOr<std::string> ReadAuthTokenFile(const std::string& path);
 
 class TensorOpsServer {
  public:

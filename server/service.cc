@@ -51,6 +51,17 @@ void LogError(grpc::StatusCode code, const std::string& op, const std::string& m
 
 double SecondsSince(absl::Time t) { return absl::ToDoubleSeconds(absl::Now() - t); }
 
+// Equality whose time depends only on expected.size(), not on where `given`
+// differs from it.
+bool ConstantTimeEquals(absl::string_view given, absl::string_view expected) {
+  unsigned char diff = given.size() == expected.size() ? 0 : 1;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const unsigned char g = i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
+    diff |= static_cast<unsigned char>(g ^ static_cast<unsigned char>(expected[i]));
+  }
+  return diff == 0;
+}
+
 }  // namespace
 
 TensorOpsService::TensorOpsService(const OpRegistry* registry, ThreadPool* pool,
@@ -61,6 +72,22 @@ TensorOpsService::TensorOpsService(const OpRegistry* registry, ThreadPool* pool,
       admission_(admission),
       metrics_(metrics),
       options_(options) {}
+
+grpc::Status TensorOpsService::CheckAuth(const grpc::CallbackServerContext* ctx) const {
+  if (options_.auth_token.empty()) return grpc::Status::OK;
+  const std::string expected = absl::StrCat("Bearer ", options_.auth_token);
+  const auto& metadata = ctx->client_metadata();
+  auto it = metadata.find("authorization");
+  if (it == metadata.end()) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "missing \"authorization: Bearer <token>\" metadata");
+  }
+  if (!ConstantTimeEquals(absl::string_view(it->second.data(), it->second.size()), expected)) {
+    // Never echo what was sent or expected.
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "invalid bearer token");
+  }
+  return grpc::Status::OK;
+}
 
 grpc::ServerUnaryReactor* TensorOpsService::Execute(grpc::CallbackServerContext* ctx,
                                                     const v1::ExecuteRequest* request,
@@ -91,12 +118,16 @@ grpc::ServerUnaryReactor* TensorOpsService::Execute(grpc::CallbackServerContext*
     reactor->Finish(status);
   };
 
+  if (grpc::Status auth = CheckAuth(ctx); !auth.ok()) {
+    finish(auth);
+    return reactor;
+  }
   if (draining_.load()) {
     finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"));
     return reactor;
   }
   absl::StatusOr<std::unique_ptr<PreparedExecution>> prepared =
-      PreparedExecution::Make(*registry_, *request);
+      PreparedExecution::Make(*registry_, *request, options_.limits);
   if (!prepared.ok()) {
     finish(ToGrpcStatus(prepared.status()));
     return reactor;
@@ -153,8 +184,10 @@ grpc::ServerUnaryReactor* TensorOpsService::ListOps(grpc::CallbackServerContext*
   const absl::Time start = absl::Now();
   last_arrival_ns_.store(absl::ToUnixNanos(start));
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  grpc::Status status = grpc::Status::OK;
-  if (draining_.load()) {
+  grpc::Status status = CheckAuth(ctx);
+  if (!status.ok()) {
+    LogError(status.error_code(), "none", status.error_message());
+  } else if (draining_.load()) {
     status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down");
   } else {
     DescribeOps(*registry_, response);

@@ -12,11 +12,13 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 
 #include "absl/time/time.h"
 #include "kernels/op_registry.h"
 #include "kernels/thread_pool.h"
 #include "server/admission.h"
+#include "server/limits.h"
 #include "server/metrics.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
 
@@ -28,6 +30,10 @@ class TensorOpsService final : public v1::TensorOps::CallbackService {
     bool access_log = false;  // one log line per request
     // Output size from which one request is split across the pool.
     int64_t min_parallel_bytes = int64_t{1} << 20;
+    RequestLimits limits;  // per-request size limits (server/limits.h)
+    // Non-empty: every call must carry "authorization: Bearer <auth_token>",
+    // else UNAUTHENTICATED.
+    std::string auth_token;
   };
 
   // None of the pointers is owned; all must outlive the service.
@@ -58,6 +64,10 @@ class TensorOpsService final : public v1::TensorOps::CallbackService {
   std::atomic<bool> draining_{false};
   std::atomic<bool> aborting_{false};
   std::atomic<int64_t> last_arrival_ns_{0};
+
+  // OK when no token is configured or the call carries the right one
+  // (compared in constant time); else UNAUTHENTICATED.
+  grpc::Status CheckAuth(const grpc::CallbackServerContext* ctx) const;
 };
 
 }  // namespace tensorops

@@ -314,11 +314,17 @@ void SetDTypeAndShape(DType dtype, const Shape& shape, v1::Tensor* proto) {
 
 }  // namespace
 
-absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor& proto, absl::string_view what) {
+absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor& proto, absl::string_view what,
+                                           const RequestLimits* limits) {
   const DType dtype = FromProtoDataType(proto.dtype());
   if (!IsValidDType(dtype)) {
     return absl::InvalidArgumentError(absl::StrCat(what, ".dtype: ", DTypeForMessage(proto.dtype()),
                                                    " is not a valid data type"));
+  }
+  if (limits != nullptr && proto.shape_size() > limits->max_rank) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ".shape has rank ", proto.shape_size(),
+                                                   "; the limit is ", limits->max_rank,
+                                                   " (--max_rank)"));
   }
   const int64_t width = ElementWidth(dtype);
   const absl::Span<const int64_t> dims(proto.shape().data(),
@@ -328,6 +334,33 @@ absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor& proto, absl::string
   const absl::StatusOr<int64_t> num_bytes = CheckedByteSize(dims, width, shape_what);
   if (!num_bytes.ok()) return num_bytes.status();
   const int64_t n = *num_bytes / width;
+  if (limits != nullptr) {
+    if (n > limits->max_tensor_elements) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(what, " has ", n, " elements (shape ", ShapeToString(dims),
+                       "); the limit is ", limits->max_tensor_elements,
+                       " (--max_tensor_elements)"));
+    }
+    int64_t bytes = *num_bytes;
+    bool over = bytes > limits->max_tensor_bytes;
+    if (dtype == DType::kString && !over) {
+      // Stops at the first string past the limit, so the sum never overflows.
+      for (const std::string& s : proto.string_data()) {
+        if (static_cast<int64_t>(s.size()) > limits->max_tensor_bytes - bytes) {
+          over = true;
+          bytes = limits->max_tensor_bytes + 1;  // reported as "N+ bytes"
+          break;
+        }
+        bytes += static_cast<int64_t>(s.size());
+      }
+    }
+    if (over) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(what, " needs ", bytes, dtype == DType::kString ? "+" : "",
+                       " bytes (shape ", ShapeToString(dims), " of ", DTypeName(dtype),
+                       "); the limit is ", limits->max_tensor_bytes, " (--max_tensor_bytes)"));
+    }
+  }
 
   // Exactly one data field.
   Field set = Field::kRaw;
@@ -414,6 +447,16 @@ absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor& proto, absl::string
   if (!st.ok()) return st;
   out.view.data = out.storage.get();
   return out;
+}
+
+int64_t DecodedBytes(const TensorView& t) {
+  const int64_t n = t.num_elements();
+  int64_t bytes = n * ElementWidth(t.dtype);
+  if (t.dtype == DType::kString) {
+    const StringRef* refs = t.data_as<StringRef>();
+    for (int64_t i = 0; i < n; ++i) bytes += static_cast<int64_t>(refs[i].size);
+  }
+  return bytes;
 }
 
 void EncodeTensor(const TensorView& t, Encoding encoding, v1::Tensor* proto) {

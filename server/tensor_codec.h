@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "kernels/tensor.h"
+#include "server/limits.h"
 #include "tensorops/v1/tensorops.pb.h"
 
 namespace tensorops {
@@ -34,7 +35,15 @@ struct DecodedTensor {
 
 // `what` prefixes every message, e.g. "inputs[0]".
 // A tensor with zero elements may set no data field at all (then kRaw).
-absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor& proto, absl::string_view what);
+// With `limits`, a rank above max_rank is INVALID_ARGUMENT and a tensor above
+// max_tensor_elements or max_tensor_bytes is RESOURCE_EXHAUSTED (checked
+// before anything is allocated); each message names the limit and its flag.
+absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor& proto, absl::string_view what,
+                                           const RequestLimits* limits = nullptr);
+
+// Bytes `t` counts against the limits: elements x width, plus the characters
+// of STRING elements.
+int64_t DecodedBytes(const TensorView& t);
 
 // Writes `t` (dtype, shape, elements) into `*proto` using `encoding`.
 // STRING always uses string_data. FLOAT16/BFLOAT16/FLOAT8 in typed form are

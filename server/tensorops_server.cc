@@ -40,6 +40,42 @@ ABSL_FLAG(bool, access_log, false,
 ABSL_FLAG(std::string, log_level, "info", "Least severe log line printed: error, warning, info.");
 ABSL_FLAG(int64_t, min_parallel_bytes, int64_t{1} << 20,
           "Output size from which one request is split across the kernel pool.");
+// Request size limits (server/limits.h; README "Limits").
+ABSL_FLAG(int64_t, max_rank, 32,
+          "Largest rank of any input tensor (NumPy's limit); past it, INVALID_ARGUMENT.");
+ABSL_FLAG(int64_t, max_tensor_elements, int64_t{1} << 28,
+          "Most elements in any one input tensor; past it, RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int64_t, max_tensor_bytes, int64_t{256} << 20,
+          "Most decoded bytes in any one input tensor (STRING: 16 per element plus the "
+          "characters); past it, RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int64_t, max_request_bytes, int64_t{1} << 30,
+          "Most decoded bytes of all inputs plus the output of one request; past it, "
+          "RESOURCE_EXHAUSTED.");
+// Transport security and connection management (README "Security").
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM server certificate chain; with --tls_key, serves TLS only (default: plaintext).");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle; when set (needs --tls_cert), every client must present a "
+          "certificate signed by it (mutual TLS), else the handshake fails.");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "File holding a bearer token (one line; read once at start; empty file is an "
+          "error). When set, every tensorops.v1.TensorOps call must send "
+          "'authorization: Bearer <token>', else UNAUTHENTICATED; health and reflection "
+          "stay open.");
+ABSL_FLAG(absl::Duration, keepalive_time, absl::Seconds(60),
+          "Interval of HTTP/2 keepalive pings to each client (also idle ones); 0 = gRPC's "
+          "default (2h).");
+ABSL_FLAG(absl::Duration, keepalive_timeout, absl::Seconds(20),
+          "A connection whose keepalive ping is not answered within this is closed.");
+ABSL_FLAG(absl::Duration, max_connection_age, absl::Minutes(5),
+          "Connections are closed (GOAWAY, +-10% jitter) after this long, so clients "
+          "reconnect and L4 load balancers rebalance; 0 = never.");
+ABSL_FLAG(absl::Duration, max_connection_age_grace, absl::Seconds(30),
+          "After --max_connection_age, how long calls in flight may finish before the "
+          "connection is closed; 0 = unlimited.");
+ABSL_FLAG(absl::Duration, max_connection_idle, absl::ZeroDuration(),
+          "Connections with no call for this long are closed (GOAWAY); 0 = never.");
 
 int main(int argc, char** argv) {
   absl::FlagsUsageConfig usage;
@@ -83,6 +119,35 @@ int main(int argc, char** argv) {
   options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   options.access_log = absl::GetFlag(FLAGS_access_log);
   options.min_parallel_bytes = absl::GetFlag(FLAGS_min_parallel_bytes);
+  options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
+  options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
+  options.keepalive_time = absl::GetFlag(FLAGS_keepalive_time);
+  options.keepalive_timeout = absl::GetFlag(FLAGS_keepalive_timeout);
+  options.max_connection_age = absl::GetFlag(FLAGS_max_connection_age);
+  options.max_connection_age_grace = absl::GetFlag(FLAGS_max_connection_age_grace);
+  options.max_connection_idle = absl::GetFlag(FLAGS_max_connection_idle);
+  if (const std::string path = absl::GetFlag(FLAGS_auth_token_file); !path.empty()) {
+    absl::StatusOr<std::string> token = tensorops::ReadAuthTokenFile(path);
+    if (!token.ok()) {
+      tensorops::Log(tensorops::LogLevel::kError,
+                     absl::StrCat("cannot start: ", token.status().message()));
+      return 1;
+    }
+    options.auth_token = *std::move(token);
+  }
+  options.limits.max_rank = absl::GetFlag(FLAGS_max_rank);
+  options.limits.max_tensor_elements = absl::GetFlag(FLAGS_max_tensor_elements);
+  options.limits.max_tensor_bytes = absl::GetFlag(FLAGS_max_tensor_bytes);
+  options.limits.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
+  for (int64_t v : {options.limits.max_rank, options.limits.max_tensor_elements,
+                    options.limits.max_tensor_bytes, options.limits.max_request_bytes}) {
+    if (v < 0) {
+      std::fprintf(stderr, "tensorops-server: --max_rank, --max_tensor_elements, "
+                           "--max_tensor_bytes and --max_request_bytes must be >= 0\n");
+      return 2;
+    }
+  }
 
   auto server = tensorops::TensorOpsServer::Start(options);
   if (!server.ok()) {
@@ -102,7 +167,11 @@ int main(int argc, char** argv) {
                               ", metrics port ", (*server)->metrics_port(), ", ",
                               (*server)->threads(), " kernel threads, max_queue ",
                               options.max_queue, ", max_inflight_bytes ",
-                              options.max_inflight_bytes));
+                              options.max_inflight_bytes, ", transport ",
+                              options.tls_cert_file.empty()          ? "plaintext"
+                              : options.tls_client_ca_file.empty() ? "TLS"
+                                                                   : "mutual TLS",
+                              options.auth_token.empty() ? "" : ", bearer token required"));
 
   std::thread waiter([&server, &signals] {
     int sig = 0;

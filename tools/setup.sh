@@ -12,11 +12,15 @@ fi
 PACKAGES=(
   # toolchain
   g++ cmake ninja-build pkg-config ca-certificates
+  # fuzzers and sanitizer builds (fuzz/, tools/sanitizer_tests.sh)
+  clang libclang-rt-14-dev
   # libraries (see ../shared/toolchain.md)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev grpc-proto
   # deployment tests (tests/deploy): load balancer, scraper, compose and YAML checks
   nginx prometheus docker-compose curl python3-yaml
+  # security tests: throwaway CA, server and client certificates
+  openssl
 )
 # Node.js runs grpcurl-lite (the grpcurl stand-in) in the cookbook test. Keep
 # a Node that is already there (some machines carry a newer one with its own npm).

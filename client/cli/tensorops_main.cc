@@ -5,10 +5,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -50,6 +53,11 @@ options:
   --target HOST:PORT  server address or gRPC target (default: $TENSOROPS_TARGET,
                       else 127.0.0.1:50051)
   --deadline D        per-call deadline, e.g. 500ms, 10s (default 60s)
+  --tls_ca FILE       use TLS, trusting the PEM CA certificates in FILE
+                      (default: plaintext; --tls_cert alone uses system roots)
+  --tls_cert FILE     PEM client certificate for mutual TLS (with --tls_key)
+  --tls_key FILE      PEM private key of --tls_cert
+  --token_file FILE   send the bearer token in FILE (one line) with every call
   --help              this text
 
 examples:
@@ -95,8 +103,18 @@ struct Args {
   Attrs attrs;
   std::string output;
   std::string service;
+  std::string tls_ca, tls_cert, tls_key, token_file;
   bool help = false;
 };
+
+// The whole file, or why not.
+absl::StatusOr<std::string> ReadWholeFile(const std::string& flag, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", path));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 // Parses argv; on failure returns the reason.
 std::optional<Failure> ParseArgs(int argc, char** argv, Args* args) {
@@ -123,7 +141,8 @@ std::optional<Failure> ParseArgs(int argc, char** argv, Args* args) {
       return std::nullopt;
     }
     if (is("target") || is("deadline") || is("input") || is("dtype") || is("shape") || is("attr") ||
-        is("output") || is("service")) {
+        is("output") || is("service") || is("tls_ca") || is("tls_cert") || is("tls_key") ||
+        is("token_file")) {
       const std::string name =
           a.substr(2, a.find('=') == std::string::npos ? std::string::npos : a.find('=') - 2);
       value = take(name);
@@ -176,6 +195,14 @@ std::optional<Failure> ParseArgs(int argc, char** argv, Args* args) {
         args->output = *value;
       } else if (name == "service") {
         args->service = *value;
+      } else if (name == "tls_ca") {
+        args->tls_ca = *value;
+      } else if (name == "tls_cert") {
+        args->tls_cert = *value;
+      } else if (name == "tls_key") {
+        args->tls_key = *value;
+      } else if (name == "token_file") {
+        args->token_file = *value;
       }
       continue;
     }
@@ -187,6 +214,9 @@ std::optional<Failure> ParseArgs(int argc, char** argv, Args* args) {
     } else {
       return Usage(absl::StrCat("unexpected argument '", a, "'"));
     }
+  }
+  if (args->tls_cert.empty() != args->tls_key.empty()) {
+    return Usage("--tls_cert and --tls_key go together");
   }
   if (args->command.empty()) return Usage("no command given (run, list-ops or health)");
   if (args->command != "run" && args->command != "list-ops" && args->command != "health") {
@@ -292,6 +322,27 @@ int Main(int argc, char** argv) {
   options.target = args.target;
   // One call per process: retries would only delay a clear error.
   options.retry.max_attempts = 2;
+  if (!args.tls_ca.empty() || !args.tls_cert.empty()) {
+    TlsOptions tls;
+    for (auto [flag, path, field] :
+         {std::make_tuple("--tls_ca", &args.tls_ca, &tls.root_certs),
+          std::make_tuple("--tls_cert", &args.tls_cert, &tls.client_cert_chain),
+          std::make_tuple("--tls_key", &args.tls_key, &tls.client_private_key)}) {
+      if (path->empty()) continue;
+      absl::StatusOr<std::string> pem = ReadWholeFile(flag, *path);
+      if (!pem.ok()) return Fail({1, std::string(pem.status().message())});
+      *field = *std::move(pem);
+    }
+    options.tls = std::move(tls);
+  }
+  if (!args.token_file.empty()) {
+    absl::StatusOr<std::string> token = ReadWholeFile("--token_file", args.token_file);
+    if (!token.ok()) return Fail({1, std::string(token.status().message())});
+    std::string t = *std::move(token);
+    while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) t.pop_back();
+    if (t.empty()) return Fail({1, absl::StrCat("--token_file: ", args.token_file, " is empty")});
+    options.bearer_token = std::move(t);
+  }
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(options);
   if (!client.ok()) return Fail({2, std::string(client.status().message())});
   CallOptions call;

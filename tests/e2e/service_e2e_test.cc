@@ -1021,7 +1021,8 @@ TEST(ServiceE2ETest, HelpListsEveryFlag) {
   for (const char* flag :
        {"--host", "--port", "--threads", "--max_queue", "--max_inflight_bytes",
         "--max_message_bytes", "--metrics_host", "--metrics_port", "--drain_timeout",
-        "--access_log", "--log_level", "--min_parallel_bytes"}) {
+        "--access_log", "--log_level", "--min_parallel_bytes", "--max_rank",
+        "--max_tensor_elements", "--max_tensor_bytes", "--max_request_bytes"}) {
     EXPECT_THAT(out, HasSubstr(std::string(flag) + " ")) << flag;
   }
 }

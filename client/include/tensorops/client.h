@@ -64,6 +64,10 @@ struct ClientOptions {
   std::string target = "127.0.0.1:50051";
   // Unset: plaintext (insecure). Set: TLS with these settings.
   std::optional<TlsOptions> tls;
+  // Non-empty: sent as "authorization: Bearer <bearer_token>" metadata on
+  // every call (for servers started with --auth_token_file). Use it with TLS:
+  // over plaintext anyone on the path can read it.
+  std::string bearer_token;
   // Deadline of each call that does not set its own; zero means none.
   std::chrono::milliseconds default_deadline{std::chrono::seconds(60)};
   // Largest message sent or received; the server's default (272 MiB) fits a

@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora (fuzz/corpus/<target>/) without any protobuf library.
+
+fuzz_execute_bytes: serialized tensorops.v1.ExecuteRequest messages, the
+README cookbook calls and the semantics.md edge cases (raw and typed data,
+scalars, zero-size dims, negative and repeated axes, extreme shifts, string
+and complex data, a few invalid ones).
+fuzz_execute_structured: short byte strings (the target builds requests from
+any bytes), a fixed pseudo-random set so the corpus is reproducible.
+Run: python3 fuzz/make_corpus.py   (rewrites both directories)
+"""
+import hashlib
+import os
+import random
+import shutil
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def varint(v):
+    v &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def key(field, wire):
+    return varint(field << 3 | wire)
+
+
+def ld(field, payload):  # length-delimited
+    return key(field, 2) + varint(len(payload)) + payload
+
+
+def packed(field, values, enc):
+    return ld(field, b"".join(enc(v) for v in values)) if values else b""
+
+
+# DataType numbers (proto/tensorops/v1/tensorops.proto)
+F32, F64, F16, BF16, I8, I16, I32, I64, U8, U16, U32, U64, BOOL, STR, C64, C128, E4M3, E5M2 = range(1, 19)
+WIDTH = {F32: 4, F64: 8, F16: 2, BF16: 2, I8: 1, I16: 2, I32: 4, I64: 8, U8: 1, U16: 2, U32: 4,
+         U64: 8, BOOL: 1, C64: 8, C128: 16, E4M3: 1, E5M2: 1}
+
+
+def tensor(dtype, shape, raw=None, f=None, d=None, i32=None, i64=None, u32=None, u64=None,
+           b=None, s=None):
+    m = key(1, 0) + varint(dtype) if dtype else b""
+    m += packed(2, shape, varint)
+    if raw:
+        m += ld(3, raw)
+    m += packed(4, f or [], lambda x: struct.pack("<f", x))
+    m += packed(5, d or [], lambda x: struct.pack("<d", x))
+    m += packed(6, i32 or [], varint)
+    m += packed(7, i64 or [], varint)
+    m += packed(8, u32 or [], varint)
+    m += packed(9, u64 or [], varint)
+    m += packed(10, b or [], lambda x: varint(1 if x else 0))
+    for x in s or []:
+        m += ld(11, x)
+    return m
+
+
+def value(v):
+    if isinstance(v, str):
+        return ld(3, v.encode())
+    return key(2, 1) + struct.pack("<d", float(v))
+
+
+def request(op, inputs, attrs=None):
+    m = ld(1, op.encode())
+    if attrs:
+        st = b"".join(ld(1, ld(1, k.encode()) + ld(2, value(v))) for k, v in attrs.items())
+        m += ld(2, st)
+    for t in inputs:
+        m += ld(3, t)
+    return m
+
+
+def raw_of(dtype, n, seed=1):
+    rnd = random.Random(seed)
+    if dtype == BOOL:
+        return bytes(rnd.randint(0, 1) for _ in range(n))
+    return bytes(rnd.randrange(256) for _ in range(n * WIDTH[dtype]))
+
+
+def axes(vals, dtype=I64):
+    return tensor(dtype, [len(vals)], i64=vals) if dtype == I64 else tensor(dtype, [len(vals)], i32=vals)
+
+
+def bytes_seeds():
+    seeds = []
+    data23 = tensor(I32, [2, 3], i32=[1, 2, 3, 4, 5, 6])
+    seeds.append(request("Reverse", [data23, axes([-1])], {"mode": "index"}))
+    seeds.append(request("Reverse", [data23, tensor(BOOL, [2], b=[True, False])], {"mode": "mask"}))
+    seeds.append(request("Reverse-1", [tensor(F32, [2, 3], raw=raw_of(F32, 6)), axes([0, 1, -1, 0])],
+                         {"mode": "index"}))
+    seeds.append(request("Reverse", [tensor(I8, [], raw=b"\x07"), axes([])], {"mode": "index"}))
+    seeds.append(request("Reverse", [tensor(U8, [0, 3]), axes([1])], {"mode": "index"}))
+    seeds.append(request("Reverse", [tensor(STR, [3], s=[b"a", b"", b"xyz"]), axes([0])],
+                         {"mode": "index"}))
+    seeds.append(request("Reverse", [tensor(C64, [2], f=[1, 2, 3, 4]), axes([0])], {"mode": "index"}))
+    seeds.append(request("Reverse", [tensor(BF16, [2, 2], f=[1.5, -0.0, float("nan"), 3]),
+                                     tensor(BOOL, [2], raw=b"\x01\x01")], {"mode": "mask"}))
+    for dt in (F16, F64, I16, I64, U16, U32, U64, C128, E4M3, E5M2, BOOL):
+        seeds.append(request("Reverse", [tensor(dt, [2, 2, 2], raw=raw_of(dt, 8, dt)),
+                                         tensor(U8, [2], raw=b"\x00\x02")], {"mode": "index"}))
+    roll_data = tensor(I64, [3, 4], i64=list(range(12)))
+    seeds.append(request("Roll", [roll_data, axes([1]), axes([0])]))
+    seeds.append(request("Roll-7", [roll_data, tensor(I64, [], i64=[-7]), axes([0, 1])]))
+    seeds.append(request("Roll", [roll_data, axes([2**63 - 1, -2**63]), axes([1, 1])]))
+    seeds.append(request("Roll", [tensor(F32, [2, 0, 2]), tensor(I32, [], i32=[3]),
+                                  tensor(I32, [], i32=[1])]))
+    seeds.append(request("Roll", [tensor(I8, []), axes([]), axes([])]))
+    seq = tensor(I32, [3, 4], raw=raw_of(I32, 12))
+    seeds.append(request("ReverseSequence", [seq, axes([4, 0, 1])], {"batch_axis": 0, "seq_axis": 1}))
+    seeds.append(request("ReverseSequence-1", [tensor(F64, [4, 3], d=[float(i) for i in range(12)]),
+                                               tensor(F32, [3], f=[3, 2, 1])],
+                         {"batch_axis": 1, "seq_axis": 0}))
+    seeds.append(request("ReverseSequence", [tensor(STR, [2, 2], s=[b"p", b"q", b"r", b"s"]),
+                                             tensor(U8, [2], raw=b"\x02\x01")],
+                         {"batch_axis": -2, "seq_axis": -1}))
+    seeds.append(request("onnx.ReverseSequence", [tensor(F32, [4, 2], raw=raw_of(F32, 8)),
+                                                  axes([4, 3])]))
+    seeds.append(request("onnx.ReverseSequence", [tensor(C128, [2, 2], raw=raw_of(C128, 4)),
+                                                  tensor(I32, [2], i32=[1, 2])],
+                         {"batch_axis": 0, "time_axis": 1}))
+    # Invalid ones: wrong counts, overflowing shapes, bad fields.
+    seeds.append(request("Reverse", [tensor(I8, [2**32, 2**32]), axes([0])], {"mode": "index"}))
+    seeds.append(request("Reverse", [tensor(I32, [2], raw=b"\x00" * 7), axes([0])], {"mode": "index"}))
+    seeds.append(request("Roll", [roll_data, axes([1, 2]), axes([0, 1, 1])]))
+    seeds.append(request("NoSuchOp", [roll_data]))
+    seeds.append(request("Reverse", [tensor(I8, [2], i32=[300, 1]), axes([0])], {"mode": "index"}))
+    return seeds
+
+
+def structured_seeds():
+    rnd = random.Random(6)
+    seeds = [b"", b"\x00" * 16, b"\xff" * 16]
+    for n in (8, 16, 24, 32, 48, 64, 96, 128):
+        for _ in range(3):
+            seeds.append(bytes(rnd.randrange(256) for _ in range(n)))
+    return seeds
+
+
+def write(target, seeds):
+    d = os.path.join(HERE, "corpus", target)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    for s in seeds:
+        with open(os.path.join(d, hashlib.sha1(s).hexdigest()[:16]), "wb") as f:
+            f.write(s)
+    print(f"{d}: {len(seeds)} files, {sum(map(len, seeds))} bytes")
+
+
+if __name__ == "__main__":
+    write("fuzz_execute_bytes", bytes_seeds())
+    write("fuzz_execute_structured", structured_seeds())

@@ -1,0 +1,35 @@
+// Per-request size limits, enforced while a request is decoded (before any
+// typed-field copy or output buffer is allocated). The defaults are those of
+// tensorops-server's flags (README "Limits").
+//
+// Thread-safety: a plain value type.
+#ifndef TENSOROPS_SERVER_LIMITS_H_
+#define TENSOROPS_SERVER_LIMITS_H_
+
+#include <cstdint>
+#include <limits>
+
+namespace tensorops {
+
+struct RequestLimits {
+  // Rank of any input tensor (NumPy's NPY_MAXDIMS). INVALID_ARGUMENT past it.
+  int64_t max_rank = 32;
+  // Elements of any one input tensor (2^28: a 256 MiB tensor of 1-byte
+  // elements). RESOURCE_EXHAUSTED past it.
+  int64_t max_tensor_elements = int64_t{1} << 28;
+  // Decoded bytes of any one input tensor (elements x width; STRING counts
+  // 16 bytes per element plus its characters). RESOURCE_EXHAUSTED past it.
+  int64_t max_tensor_bytes = int64_t{256} << 20;
+  // Decoded bytes of all inputs plus the output. RESOURCE_EXHAUSTED past it.
+  int64_t max_request_bytes = int64_t{1} << 30;
+
+  // No limit at all (what the client SDK uses to decode replies).
+  static RequestLimits Unlimited() {
+    constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+    return RequestLimits{kMax, kMax, kMax, kMax};
+  }
+};
+
+}  // namespace tensorops
+
+#endif  // TENSOROPS_SERVER_LIMITS_H_

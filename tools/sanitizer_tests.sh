@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Sanitizer builds and runs, each in its own build directory (after
+# tools/test.sh; needs clang + libclang-rt-14-dev from tools/setup.sh):
+#   build-asan  clang++, RelWithDebInfo, -DTENSOROPS_FUZZ=ON: the whole build
+#               with -fsanitize=address,undefined (plus libFuzzer coverage
+#               hooks, so the same tree also holds the fuzzers); runs the
+#               whole ctest suite with leak detection and UBSan halting on
+#               the first report, then fuzz/run_fuzzers.sh if FUZZ_SECONDS > 0.
+#   build-tsan  clang++, -fsanitize=thread: builds the server, client and pool
+#               tests and runs the concurrency tests (e2e, service, client,
+#               CLI, thread pool) with tools/tsan.supp.
+# Env: ASAN_DIR, TSAN_DIR (build dirs), FUZZ_SECONDS (default 60; 0 skips),
+#      SANITIZERS ("asan tsan" by default), JOBS (default 2).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+JOBS=${JOBS:-2}
+ASAN_DIR=${ASAN_DIR:-build-asan}
+TSAN_DIR=${TSAN_DIR:-build-tsan}
+FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+SANITIZERS=${SANITIZERS:-asan tsan}
+GL_SRC=../shared/tools/grpcurl-lite
+
+stamp() { echo "sanitizer_tests: $* ($(date +%T))"; }
+
+# grpcurl-lite for the README cookbook test (as tools/test.sh does).
+grpcurl_lite() {
+  if [ -d "$GL_SRC" ]; then
+    mkdir -p "$1/grpcurl-lite"
+    cp "$GL_SRC/grpcurl.js" "$GL_SRC/package.json" "$1/grpcurl-lite/"
+    if [ ! -d "$1/grpcurl-lite/node_modules/@grpc/grpc-js" ]; then
+      if [ -d "${BUILD_DIR:-build}/grpcurl-lite/node_modules" ]; then
+        cp -r "${BUILD_DIR:-build}/grpcurl-lite/node_modules" "$1/grpcurl-lite/"
+      else
+        (cd "$1/grpcurl-lite" && npm install --no-audit --no-fund --loglevel=error)
+      fi
+    fi
+  fi
+}
+
+if [[ " $SANITIZERS " == *" asan "* ]]; then
+  stamp "ASan+UBSan: configure and build $ASAN_DIR"
+  cmake -S . -B "$ASAN_DIR" -G Ninja -DCMAKE_CXX_COMPILER=clang++ \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTENSOROPS_FUZZ=ON -DTENSOROPS_BUILD_BENCH=OFF >/dev/null
+  cmake --build "$ASAN_DIR" -j "$JOBS"
+  grpcurl_lite "$ASAN_DIR"
+  stamp "ASan+UBSan: ctest (whole suite)"
+  (
+    cd "$ASAN_DIR"
+    export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1
+    export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+    export LSAN_OPTIONS=suppressions=$ROOT/tools/lsan.supp
+    # sdk_install_quickstart builds an outside project against the installed
+    # SDK with plain flags, which cannot link an ASan-instrumented library.
+    ctest --output-on-failure -j "$JOBS" --timeout 900 -E '^sdk_install_quickstart$'
+  )
+  if [ "$FUZZ_SECONDS" -gt 0 ]; then
+    stamp "fuzzers: ${FUZZ_SECONDS}s each"
+    bash fuzz/run_fuzzers.sh "$ASAN_DIR" "$FUZZ_SECONDS"
+  fi
+fi
+
+if [[ " $SANITIZERS " == *" tsan "* ]]; then
+  stamp "TSan: configure and build $TSAN_DIR"
+  cmake -S . -B "$TSAN_DIR" -G Ninja -DCMAKE_CXX_COMPILER=clang++ \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTENSOROPS_BUILD_BENCH=OFF \
+    "-DCMAKE_CXX_FLAGS=-fsanitize=thread -fno-omit-frame-pointer" \
+    "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread" \
+    "-DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread" >/dev/null
+  cmake --build "$TSAN_DIR" -j "$JOBS" --target tensorops-server tensorops \
+    kernels_thread_pool_test server_e2e_test service_e2e_test client_test cli_test limits_test
+  stamp "TSan: concurrency tests"
+  (
+    cd "$TSAN_DIR"
+    export TSAN_OPTIONS="suppressions=$ROOT/tools/tsan.supp:halt_on_error=1:second_deadlock_stack=1:history_size=4"
+    ctest --output-on-failure -j "$JOBS" --timeout 900 \
+      -R '^(ThreadPoolTest|ServerE2ETest|ServiceE2ETest|TwoServersTest|ClientTest|ClientOptionsTest|CliTest|LimitsServiceTest)\.'
+  )
+fi
+stamp "done"
