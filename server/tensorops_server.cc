@@ -1,5 +1,6 @@
 // tensorops-server: serves tensorops.v1.TensorOps, grpc.health.v1.Health and
 // server reflection on one port, and Prometheus metrics over HTTP.
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -40,6 +41,10 @@ ABSL_FLAG(bool, access_log, false,
 ABSL_FLAG(std::string, log_level, "info", "Least severe log line printed: error, warning, info.");
 ABSL_FLAG(int64_t, min_parallel_bytes, int64_t{1} << 20,
           "Output size from which one request is split across the kernel pool.");
+ABSL_FLAG(bool, malloc_tuning, true,
+          "Keep freed tensor buffers (up to 32 MiB each) in the heap for reuse instead of "
+          "returning them to the OS, avoiding a page fault per 4 KiB on every large request. "
+          "Memory is not returned to the OS after a burst.");
 // Request size limits (server/limits.h; README "Limits").
 ABSL_FLAG(int64_t, max_rank, 32,
           "Largest rank of any input tensor (NumPy's limit); past it, INVALID_ARGUMENT.");
@@ -91,6 +96,18 @@ int main(int argc, char** argv) {
       "over gRPC, with health, reflection and Prometheus metrics.\n"
       "Usage: tensorops-server [--host=127.0.0.1] [--port=50051] [flags]");
   absl::ParseCommandLine(argc, argv);
+  if (absl::GetFlag(FLAGS_malloc_tuning)) {
+    // glibc serves blocks above its mmap threshold with a fresh mmap each
+    // time, and first-touch page faults then cost more than the copy itself
+    // (../shared/perf-notes.md; measured with bench/run_service_bench.sh: at
+    // 16 MiB x 8 in flight, 2,500-4,500 -> 0-170 faults per call). Serve
+    // blocks up to 32 MiB (glibc's cap) from the heap, keep freed memory, and
+    // use one arena so buffers freed on one thread are reused on another.
+    // Set before any thread starts.
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    mallopt(M_ARENA_MAX, 1);
+  }
 
   absl::StatusOr<tensorops::LogLevel> level = tensorops::ParseLogLevel(absl::GetFlag(FLAGS_log_level));
   if (!level.ok()) {

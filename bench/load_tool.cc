@@ -1,0 +1,461 @@
+// load_tool: closed-loop gRPC load against tensorops-server or the bare echo
+// server (bench/echo_server.cc), for one cell (payload size x concurrency).
+//
+// `--concurrency` calls are kept in flight (gRPC callback API) over
+// `--channels` shared channels (each its own TCP connection); every completed
+// call immediately starts the next one on its slot. A warm-up phase (bounded
+// by --warmup_seconds and --warmup_calls) runs first at the same concurrency;
+// then calls are measured until --duration_seconds have passed or
+// --max_calls calls were started, and the tool waits for the calls still in
+// flight. Throughput = measured successful calls / (last completion - start
+// of measurement). Latency = client-side round trip of each measured call.
+//
+// tensorops: Execute of Roll (default; shift n/3+1 on axis 0) or Reverse
+// (axis 0) of a 1-D FLOAT32 tensor whose raw_data is --payload_bytes long.
+// echo: Echo of a --payload_bytes bytes field. Every reply is checked for
+// size; every --verify_every-th reply (1 = all) is compared byte for byte with
+// the expected output.
+//
+// Output: one JSON line on stdout per run, e.g.
+//   {"target":"echo","op":"echo","payload_bytes":65536,"concurrency":8,...,
+//    "rps":15890.2,"p50_us":480.1,"p99_us":1010.7,"errors":0,...}
+// Exit status: 0; 1 if a reply failed verification, no measured call
+// succeeded, or the tool could not connect; 2 on a usage error. RPC errors
+// are counted in "errors" (and the first one quoted in "first_error").
+// The tool's own allocator keeps large blocks mapped (see main) so that it
+// does not pay a page fault per 4 KiB of every large reply.
+#include <grpcpp/grpcpp.h>
+#include <malloc.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "bench/echo.grpc.pb.h"
+#include "tensorops/v1/tensorops.grpc.pb.h"
+
+namespace {
+
+namespace v1 = tensorops::v1;
+namespace eb = tensorops::bench;
+
+struct Options {
+  std::string target = "tensorops";  // tensorops | echo
+  std::string address = "127.0.0.1:50051";
+  std::string op = "roll";  // roll | reverse (tensorops only)
+  int64_t payload_bytes = 4096;
+  int concurrency = 1;
+  int channels = 0;  // 0: min(concurrency, 4)
+  double warmup_seconds = 0.5;
+  int64_t warmup_calls = 1000000;
+  double duration_seconds = 2.0;
+  int64_t max_calls = 10000000;
+  int64_t verify_every = 16;
+  double deadline_seconds = 120.0;
+  int64_t max_message_bytes = int64_t{272} << 20;  // tensorops-server's default
+};
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+struct Shared;
+
+// One in-flight call at a time; its callback starts the next call.
+struct Slot {
+  Shared* sh = nullptr;
+  int channel = 0;
+  std::unique_ptr<grpc::ClientContext> ctx;
+  v1::ExecuteResponse exec_response;
+  eb::EchoResponse echo_response;
+  int64_t start_ns = 0;
+  int64_t seq = 0;
+  bool measured = false;
+  // Results, touched only by this slot's (serialised) callbacks.
+  std::vector<int64_t> latencies_ns;
+  int64_t ok = 0, errors = 0, verified = 0, verify_failures = 0, warmup_done = 0;
+  std::string first_error;
+  int64_t last_done_ns = 0;
+};
+
+struct Shared {
+  Options opt;
+  bool is_echo = false;
+  std::vector<std::unique_ptr<v1::TensorOps::Stub>> exec_stubs;
+  std::vector<std::unique_ptr<eb::Echo::Stub>> echo_stubs;
+  v1::ExecuteRequest exec_request;
+  eb::EchoRequest echo_request;
+  std::string expected;  // the expected reply bytes (raw_data or payload)
+  int64_t elements = 0;
+
+  int64_t warm_end_ns = 0;
+  std::mutex switch_mu;
+  std::atomic<int> phase{0};  // 0 warm-up, 1 measuring
+  std::atomic<int64_t> measure_start_ns{0};
+  std::atomic<int64_t> end_ns{0};
+  std::atomic<int64_t> warm_started{0};
+  std::atomic<int64_t> measured_started{0};
+
+  std::mutex mu;
+  std::condition_variable cv;
+  int active = 0;
+};
+
+void SlotDone(Slot* s, const grpc::Status& status);
+
+void SwitchToMeasuring(Shared* sh, int64_t now) {
+  std::lock_guard<std::mutex> lock(sh->switch_mu);
+  if (sh->phase.load() != 0) return;
+  sh->measure_start_ns.store(now);
+  sh->end_ns.store(now + static_cast<int64_t>(sh->opt.duration_seconds * 1e9));
+  sh->phase.store(1);
+}
+
+void StartNext(Slot* s) {
+  Shared* sh = s->sh;
+  const int64_t now = NowNs();
+  if (sh->phase.load() == 0) {
+    const int64_t n = sh->warm_started.fetch_add(1);
+    if (now < sh->warm_end_ns && n < sh->opt.warmup_calls) {
+      s->measured = false;
+      s->seq = n;
+    } else {
+      SwitchToMeasuring(sh, now);
+    }
+  }
+  if (sh->phase.load() == 1) {
+    const int64_t m = sh->measured_started.fetch_add(1);
+    if (m >= sh->opt.max_calls || now >= sh->end_ns.load()) {
+      std::lock_guard<std::mutex> lock(sh->mu);
+      if (--sh->active == 0) sh->cv.notify_all();
+      return;
+    }
+    s->measured = true;
+    s->seq = m;
+  }
+  s->ctx = std::make_unique<grpc::ClientContext>();
+  s->ctx->set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::microseconds(
+                           static_cast<int64_t>(sh->opt.deadline_seconds * 1e6)));
+  s->start_ns = NowNs();
+  if (sh->is_echo) {
+    sh->echo_stubs[s->channel]->async()->Echo(
+        s->ctx.get(), &sh->echo_request, &s->echo_response,
+        [s](grpc::Status st) { SlotDone(s, st); });
+  } else {
+    sh->exec_stubs[s->channel]->async()->Execute(
+        s->ctx.get(), &sh->exec_request, &s->exec_response,
+        [s](grpc::Status st) { SlotDone(s, st); });
+  }
+}
+
+// Returns "" when the reply is right; checks bytes only when `full`.
+std::string CheckReply(const Slot& s, bool full) {
+  const Shared& sh = *s.sh;
+  const std::string* got = nullptr;
+  if (sh.is_echo) {
+    got = &s.echo_response.payload();
+  } else {
+    const v1::ExecuteResponse& r = s.exec_response;
+    if (r.outputs_size() != 1) return "reply has " + std::to_string(r.outputs_size()) + " outputs";
+    const v1::Tensor& t = r.outputs(0);
+    if (t.dtype() != v1::DATA_TYPE_FLOAT32) return "reply dtype is not FLOAT32";
+    if (t.shape_size() != 1 || t.shape(0) != sh.elements) return "reply shape is wrong";
+    got = &t.raw_data();
+  }
+  if (got->size() != sh.expected.size()) {
+    return "reply has " + std::to_string(got->size()) + " bytes, expected " +
+           std::to_string(sh.expected.size());
+  }
+  if (full && std::memcmp(got->data(), sh.expected.data(), got->size()) != 0) {
+    return "reply bytes differ from the expected output";
+  }
+  return "";
+}
+
+void SlotDone(Slot* s, const grpc::Status& status) {
+  const int64_t done = NowNs();
+  if (status.ok()) {
+    const bool full = s->sh->opt.verify_every > 0 && s->seq % s->sh->opt.verify_every == 0;
+    const std::string problem = CheckReply(*s, full);
+    if (full) ++s->verified;
+    if (!problem.empty()) {
+      ++s->verify_failures;
+      if (s->first_error.empty()) s->first_error = "verification: " + problem;
+    }
+  }
+  if (s->measured) {
+    if (status.ok()) {
+      ++s->ok;
+      s->latencies_ns.push_back(done - s->start_ns);
+    } else {
+      ++s->errors;
+      if (s->first_error.empty()) {
+        s->first_error = "code " + std::to_string(static_cast<int>(status.error_code())) + ": " +
+                         status.error_message();
+      }
+    }
+    s->last_done_ns = done;
+  } else {
+    ++s->warmup_done;
+  }
+  StartNext(s);
+}
+
+// The 1-D FLOAT32 input: distinct bit patterns so a misplaced element shows.
+std::string MakePayload(int64_t bytes) {
+  std::string p(static_cast<size_t>(bytes), '\0');
+  uint32_t x = 0x9e3779b9u;
+  for (int64_t i = 0; i + 4 <= bytes; i += 4) {
+    uint32_t v = static_cast<uint32_t>(i / 4) * 2654435761u ^ x;
+    v &= 0x3fffffffu;  // finite, positive floats: no NaN canonicalisation questions
+    std::memcpy(&p[static_cast<size_t>(i)], &v, 4);
+  }
+  for (int64_t i = bytes - bytes % 4; i < bytes; ++i) p[static_cast<size_t>(i)] = 'x';
+  return p;
+}
+
+v1::Tensor* AddInt64(v1::ExecuteRequest* r, std::vector<int64_t> shape, int64_t value) {
+  v1::Tensor* t = r->add_inputs();
+  t->set_dtype(v1::DATA_TYPE_INT64);
+  for (int64_t d : shape) t->add_shape(d);
+  t->add_int64_data(value);
+  return t;
+}
+
+bool Prepare(Shared* sh, std::string* error) {
+  const Options& o = sh->opt;
+  const std::string payload = MakePayload(o.payload_bytes);
+  if (sh->is_echo) {
+    sh->echo_request.set_payload(payload);
+    sh->expected = payload;
+    return true;
+  }
+  if (o.payload_bytes < 4 || o.payload_bytes % 4 != 0) {
+    *error = "--payload_bytes must be a positive multiple of 4 for tensorops (FLOAT32)";
+    return false;
+  }
+  const int64_t n = o.payload_bytes / 4;
+  sh->elements = n;
+  v1::ExecuteRequest& r = sh->exec_request;
+  v1::Tensor* data = r.add_inputs();
+  data->set_dtype(v1::DATA_TYPE_FLOAT32);
+  data->add_shape(n);
+  data->set_raw_data(payload);
+  sh->expected.assign(payload.size(), '\0');
+  if (o.op == "roll") {
+    r.set_op("Roll");
+    const int64_t shift = n / 3 + 1;
+    AddInt64(&r, {}, shift);
+    AddInt64(&r, {}, 0);
+    for (int64_t i = 0; i < n; ++i) {
+      std::memcpy(&sh->expected[static_cast<size_t>(((i + shift) % n) * 4)], &payload[i * 4], 4);
+    }
+  } else if (o.op == "reverse") {
+    r.set_op("Reverse");
+    (*r.mutable_attrs()->mutable_fields())["mode"].set_string_value("index");
+    AddInt64(&r, {1}, 0);
+    for (int64_t i = 0; i < n; ++i) {
+      std::memcpy(&sh->expected[static_cast<size_t>((n - 1 - i) * 4)], &payload[i * 4], 4);
+    }
+  } else {
+    *error = "--op must be roll or reverse";
+    return false;
+  }
+  return true;
+}
+
+bool Flag(const char* arg, const char* name, std::string* value) {
+  const size_t n = std::strlen(name);
+  if (std::strncmp(arg, name, n) != 0 || arg[n] != '=') return false;
+  *value = arg + n + 1;
+  return true;
+}
+
+int Usage(const char* bad) {
+  std::fprintf(stderr,
+               "usage: load_tool --target=tensorops|echo --address=HOST:PORT\n"
+               "  [--op=roll|reverse] [--payload_bytes=4096] [--concurrency=1]\n"
+               "  [--channels=0 (min(concurrency,4))] [--warmup_seconds=0.5]\n"
+               "  [--warmup_calls=1000000] [--duration_seconds=2] [--max_calls=10000000]\n"
+               "  [--verify_every=16] [--deadline_seconds=120]\n"
+               "  [--max_message_bytes=285212672]\n");
+  if (bad != nullptr) std::fprintf(stderr, "bad argument: %s\n", bad);
+  return 2;
+}
+
+double Percentile(const std::vector<int64_t>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  const size_t i = static_cast<size_t>(q * static_cast<double>(sorted.size() - 1) + 0.5);
+  return static_cast<double>(sorted[std::min(i, sorted.size() - 1)]) / 1e3;
+}
+
+std::string JsonEscape(const std::string& s) {
+  std::string out;
+  for (char c : s.substr(0, 200)) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Keep the client cheap so that the servers, not the load generator, set the
+  // pace: large blocks come from the heap and stay mapped (no fresh page
+  // faults per call; mallopt caps the mmap threshold at 32 MiB), one arena.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  mallopt(M_ARENA_MAX, 1);
+  Shared sh;
+  Options& o = sh.opt;
+  for (int i = 1; i < argc; ++i) {
+    std::string v;
+    const char* a = argv[i];
+    if (Flag(a, "--target", &v)) {
+      o.target = v;
+    } else if (Flag(a, "--address", &v)) {
+      o.address = v;
+    } else if (Flag(a, "--op", &v)) {
+      o.op = v;
+    } else if (Flag(a, "--payload_bytes", &v)) {
+      o.payload_bytes = std::strtoll(v.c_str(), nullptr, 10);
+    } else if (Flag(a, "--concurrency", &v)) {
+      o.concurrency = std::atoi(v.c_str());
+    } else if (Flag(a, "--channels", &v)) {
+      o.channels = std::atoi(v.c_str());
+    } else if (Flag(a, "--warmup_seconds", &v)) {
+      o.warmup_seconds = std::atof(v.c_str());
+    } else if (Flag(a, "--warmup_calls", &v)) {
+      o.warmup_calls = std::strtoll(v.c_str(), nullptr, 10);
+    } else if (Flag(a, "--duration_seconds", &v)) {
+      o.duration_seconds = std::atof(v.c_str());
+    } else if (Flag(a, "--max_calls", &v)) {
+      o.max_calls = std::strtoll(v.c_str(), nullptr, 10);
+    } else if (Flag(a, "--verify_every", &v)) {
+      o.verify_every = std::strtoll(v.c_str(), nullptr, 10);
+    } else if (Flag(a, "--deadline_seconds", &v)) {
+      o.deadline_seconds = std::atof(v.c_str());
+    } else if (Flag(a, "--max_message_bytes", &v)) {
+      o.max_message_bytes = std::strtoll(v.c_str(), nullptr, 10);
+    } else {
+      return Usage(a);
+    }
+  }
+  if (o.target != "tensorops" && o.target != "echo") return Usage("--target");
+  if (o.concurrency < 1 || o.payload_bytes < 0 || o.duration_seconds <= 0 || o.max_calls < 1) {
+    return Usage("--concurrency/--payload_bytes/--duration_seconds/--max_calls");
+  }
+  if (o.channels <= 0) o.channels = std::min(o.concurrency, 4);
+  sh.is_echo = o.target == "echo";
+  std::string error;
+  if (!Prepare(&sh, &error)) {
+    std::fprintf(stderr, "load_tool: %s\n", error.c_str());
+    return 2;
+  }
+  const int64_t request_bytes = static_cast<int64_t>(
+      sh.is_echo ? sh.echo_request.ByteSizeLong() : sh.exec_request.ByteSizeLong());
+
+  // Separate connections: a distinct channel argument keeps gRPC from sharing
+  // one subchannel between the channels.
+  const int max_message = static_cast<int>(
+      std::min<int64_t>(o.max_message_bytes, std::numeric_limits<int>::max()));
+  for (int c = 0; c < o.channels; ++c) {
+    grpc::ChannelArguments args;
+    args.SetInt("tensorops.bench.channel_index", c);
+    args.SetMaxReceiveMessageSize(max_message);
+    args.SetMaxSendMessageSize(max_message);
+    auto channel =
+        grpc::CreateCustomChannel(o.address, grpc::InsecureChannelCredentials(), args);
+    if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
+      std::fprintf(stderr, "load_tool: cannot connect to %s\n", o.address.c_str());
+      return 1;
+    }
+    if (sh.is_echo) {
+      sh.echo_stubs.push_back(eb::Echo::NewStub(channel));
+    } else {
+      sh.exec_stubs.push_back(v1::TensorOps::NewStub(channel));
+    }
+  }
+
+  std::vector<std::unique_ptr<Slot>> slots;
+  for (int i = 0; i < o.concurrency; ++i) {
+    auto s = std::make_unique<Slot>();
+    s->sh = &sh;
+    s->channel = i % o.channels;
+    slots.push_back(std::move(s));
+  }
+  sh.active = o.concurrency;
+  sh.warm_end_ns = NowNs() + static_cast<int64_t>(o.warmup_seconds * 1e9);
+  for (auto& s : slots) StartNext(s.get());
+  {
+    std::unique_lock<std::mutex> lock(sh.mu);
+    sh.cv.wait(lock, [&] { return sh.active == 0; });
+  }
+
+  std::vector<int64_t> lat;
+  int64_t ok = 0, errors = 0, verified = 0, verify_failures = 0, warmup_done = 0, last = 0;
+  std::string first_error;
+  for (const auto& s : slots) {
+    lat.insert(lat.end(), s->latencies_ns.begin(), s->latencies_ns.end());
+    ok += s->ok;
+    errors += s->errors;
+    verified += s->verified;
+    verify_failures += s->verify_failures;
+    warmup_done += s->warmup_done;
+    last = std::max(last, s->last_done_ns);
+    if (first_error.empty()) first_error = s->first_error;
+  }
+  std::sort(lat.begin(), lat.end());
+  const double seconds =
+      last > 0 ? static_cast<double>(last - sh.measure_start_ns.load()) / 1e9 : 0.0;
+  const double rps = seconds > 0 ? static_cast<double>(ok) / seconds : 0.0;
+  double mean_us = 0;
+  for (int64_t l : lat) mean_us += static_cast<double>(l) / 1e3;
+  if (!lat.empty()) mean_us /= static_cast<double>(lat.size());
+
+  std::printf(
+      "{\"target\":\"%s\",\"op\":\"%s\",\"payload_bytes\":%lld,\"request_bytes\":%lld,"
+      "\"concurrency\":%d,\"channels\":%d,\"warmup_calls\":%lld,\"calls\":%lld,"
+      "\"seconds\":%.3f,\"rps\":%.1f,\"payload_mb_per_s\":%.1f,\"p50_us\":%.1f,"
+      "\"p90_us\":%.1f,\"p99_us\":%.1f,\"max_us\":%.1f,\"mean_us\":%.1f,\"errors\":%lld,"
+      "\"verified\":%lld,\"verify_failures\":%lld,\"first_error\":\"%s\"}\n",
+      o.target.c_str(), sh.is_echo ? "echo" : o.op.c_str(),
+      static_cast<long long>(o.payload_bytes), static_cast<long long>(request_bytes),
+      o.concurrency, o.channels, static_cast<long long>(warmup_done),
+      static_cast<long long>(ok), seconds, rps,
+      rps * static_cast<double>(o.payload_bytes) / 1e6, Percentile(lat, 0.50),
+      Percentile(lat, 0.90), Percentile(lat, 0.99), lat.empty() ? 0.0 : lat.back() / 1e3,
+      mean_us, static_cast<long long>(errors), static_cast<long long>(verified),
+      static_cast<long long>(verify_failures), JsonEscape(first_error).c_str());
+  std::fflush(stdout);
+  if (verify_failures > 0) {
+    std::fprintf(stderr, "load_tool: %lld replies failed verification: %s\n",
+                 static_cast<long long>(verify_failures), first_error.c_str());
+    return 1;
+  }
+  if (ok == 0) {
+    std::fprintf(stderr, "load_tool: no measured call succeeded: %s\n", first_error.c_str());
+    return 1;
+  }
+  return 0;
+}
