@@ -15,6 +15,14 @@ SequenceReversePlan::SequenceReversePlan(const Shape& shape, int64_t elem_width,
       inner_bytes_(elem_width),
       seq_len_(shape[seq_axis]),
       lengths_(std::move(lengths)) {
+  for (int64_t d : shape) {
+    // Empty output: units() = 0 and no product below is needed (with a zero
+    // dim the others may be huge enough to overflow).
+    if (d == 0) {
+      outer_ = 0;
+      return;
+    }
+  }
   const int64_t first = std::min(batch_axis, seq_axis);
   const int64_t second = std::max(batch_axis, seq_axis);
   const int64_t rank = static_cast<int64_t>(shape.size());

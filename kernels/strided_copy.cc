@@ -111,6 +111,9 @@ AxisTransformPlan::AxisTransformPlan(const Shape& shape, int64_t elem_width,
   for (int64_t d : shape) {
     if (d == 0) empty_ = true;
   }
+  // Nothing to move; and with a zero dim the other dims may be huge, so
+  // their products (strides below) could overflow.
+  if (empty_) return;
   // 1. Drop size-1 dims (every transform is the identity on them) and rolls by 0.
   struct Simple {
     int64_t size;
