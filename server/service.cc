@@ -71,11 +71,14 @@ TensorOpsService::TensorOpsService(const OpRegistry* registry, ThreadPool* pool,
       pool_(pool),
       admission_(admission),
       metrics_(metrics),
-      options_(options) {}
+      options_(options),
+      expected_authorization_(options.auth_token.empty()
+                                  ? std::string()
+                                  : absl::StrCat("Bearer ", options.auth_token)) {}
 
 grpc::Status TensorOpsService::CheckAuth(const grpc::CallbackServerContext* ctx) const {
-  if (options_.auth_token.empty()) return grpc::Status::OK;
-  const std::string expected = absl::StrCat("Bearer ", options_.auth_token);
+  if (expected_authorization_.empty()) return grpc::Status::OK;
+  const std::string& expected = expected_authorization_;
   const auto& metadata = ctx->client_metadata();
   auto it = metadata.find("authorization");
   if (it == metadata.end()) {

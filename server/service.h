@@ -64,6 +64,8 @@ class TensorOpsService final : public v1::TensorOps::CallbackService {
   std::atomic<bool> draining_{false};
   std::atomic<bool> aborting_{false};
   std::atomic<int64_t> last_arrival_ns_{0};
+  // "Bearer <token>", built once (empty when no token is configured).
+  const std::string expected_authorization_;
 
   // OK when no token is configured or the call carries the right one
   // (compared in constant time); else UNAUTHENTICATED.
