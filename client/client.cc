@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/codegen/client_unary_call.h>
 
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -300,16 +301,24 @@ void Client::ExecuteAsync(absl::string_view op, const Attrs& attrs,
   impl_->SetDeadline(call, &c->ctx);
   impl_->stub->async()->Execute(&c->ctx, &c->request, &c->response, [c](grpc::Status status) {
     std::unique_ptr<AsyncCall> owned(c);
+    // The call may hold the last reference to the channel (the Client was
+    // destroyed while it ran). A channel must not be destroyed on the thread
+    // running its own callback (gRPC then frees its callback queue twice), so
+    // keep the reference here and, if it is the last, drop it on another thread.
+    std::shared_ptr<Impl> impl = std::move(owned->impl);
     absl::Status st = FromGrpcStatus(status);
     ExecuteCallback cb = std::move(owned->done);
     if (!st.ok()) {
       owned.reset();
       cb(st);
-      return;
+    } else {
+      ExecuteResult result = DecodeResponse(&owned->response);
+      owned.reset();
+      cb(std::move(result));
     }
-    ExecuteResult result = DecodeResponse(&owned->response);
-    owned.reset();
-    cb(std::move(result));
+    if (impl.use_count() == 1) {
+      std::thread([last = std::move(impl)]() mutable { last.reset(); }).detach();
+    }
   });
 }
 
