@@ -111,6 +111,7 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
   TensorOpsService::Options service_options;
   service_options.access_log = options.access_log;
   service_options.min_parallel_bytes = options.min_parallel_bytes;
+  service_options.inline_max_bytes = options.inline_max_bytes;
   service_options.limits = options.limits;
   service_options.auth_token = options.auth_token;
   s->service_ = std::make_unique<TensorOpsService>(&s->registry_, s->pool_.get(),

@@ -36,6 +36,7 @@ struct ServerOptions {
   absl::Duration drain_timeout = absl::Seconds(10);
   bool access_log = false;
   int64_t min_parallel_bytes = int64_t{1} << 20;
+  int64_t inline_max_bytes = 0;  // see TensorOpsService::Options
   RequestLimits limits;  // --max_rank, --max_tensor_elements, --max_tensor_bytes, --max_request_bytes
   // Transport security (all PEM file paths; empty = off). tls_cert_file and
   // tls_key_file together turn on TLS; tls_client_ca_file (needs TLS) also

@@ -151,7 +151,7 @@ grpc::ServerUnaryReactor* TensorOpsService::Execute(grpc::CallbackServerContext*
 
   // std::function needs a copyable callable: share the prepared execution.
   std::shared_ptr<PreparedExecution> exec = std::move(*prepared);
-  pool_->Schedule([this, ctx, exec, response, finish, op_index, budget_bytes, start] {
+  auto task = [this, ctx, exec, response, finish, op_index, budget_bytes, start] {
     admission_->LeaveQueue();
     metrics_->SetQueueDepth(admission_->queued());
     const double queued_seconds = SecondsSince(start);
@@ -177,7 +177,15 @@ grpc::ServerUnaryReactor* TensorOpsService::Execute(grpc::CallbackServerContext*
     admission_->Finish(budget_bytes);
     metrics_->AddInflightRequests(-1);
     metrics_->AddInflightBytes(-budget_bytes);
-  });
+  };
+  // Opt-in (--inline_max_bytes, 0 by default): small outputs run on this
+  // gRPC thread, saving the hand-off to the pool (BENCHMARKS.md, fix 1) at
+  // the price of the rule that gRPC's threads never run kernels.
+  if (exec->output_bytes() < options_.inline_max_bytes) {
+    task();
+  } else {
+    pool_->Schedule(std::move(task));
+  }
   return reactor;
 }
 

@@ -30,6 +30,9 @@ class TensorOpsService final : public v1::TensorOps::CallbackService {
     bool access_log = false;  // one log line per request
     // Output size from which one request is split across the pool.
     int64_t min_parallel_bytes = int64_t{1} << 20;
+    // Outputs smaller than this run on the gRPC thread that received the
+    // request instead of the pool; 0 (the default) keeps every kernel on the pool.
+    int64_t inline_max_bytes = 0;
     RequestLimits limits;  // per-request size limits (server/limits.h)
     // Non-empty: every call must carry "authorization: Bearer <auth_token>",
     // else UNAUTHENTICATED.

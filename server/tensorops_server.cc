@@ -41,6 +41,10 @@ ABSL_FLAG(bool, access_log, false,
 ABSL_FLAG(std::string, log_level, "info", "Least severe log line printed: error, warning, info.");
 ABSL_FLAG(int64_t, min_parallel_bytes, int64_t{1} << 20,
           "Output size from which one request is split across the kernel pool.");
+ABSL_FLAG(int64_t, inline_max_bytes, 0,
+          "Requests whose output is smaller than this run on the gRPC thread that received "
+          "them instead of the kernel pool (saves a thread hand-off per small call); 0 keeps "
+          "every kernel on the pool.");
 ABSL_FLAG(bool, malloc_tuning, true,
           "Keep freed tensor buffers (up to 32 MiB each) in the heap for reuse instead of "
           "returning them to the OS, avoiding a page fault per 4 KiB on every large request. "
@@ -136,6 +140,7 @@ int main(int argc, char** argv) {
   options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   options.access_log = absl::GetFlag(FLAGS_access_log);
   options.min_parallel_bytes = absl::GetFlag(FLAGS_min_parallel_bytes);
+  options.inline_max_bytes = absl::GetFlag(FLAGS_inline_max_bytes);
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
   options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);

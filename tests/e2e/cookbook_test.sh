@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Starts tensorops-server on a free 127.0.0.1 port, runs the README cookbook
 # through grpcurl-lite, stops the server by PID.
-#   cookbook_test.sh SERVER_BINARY README GRPCURL_LITE_DIR
+#   cookbook_test.sh SERVER_BINARY README GRPCURL_LITE_DIR [EXTRA_SERVER_FLAGS...]
 set -uo pipefail
 server=$1 readme=$2 gl=$3
+shift 3
 if [ ! -f "$gl/node_modules/@grpc/grpc-js/package.json" ]; then
   echo "grpcurl-lite is not installed in $gl (tools/test.sh installs it)"
   # In CI a missing tool is a failure, not a skip.
@@ -11,7 +12,7 @@ if [ ! -f "$gl/node_modules/@grpc/grpc-js/package.json" ]; then
   exit 77
 fi
 log=$(mktemp)
-"$server" --host=127.0.0.1 --port=0 --metrics_port=0 >"$log" 2>&1 &
+"$server" --host=127.0.0.1 --port=0 --metrics_port=0 "$@" >"$log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -f "$log"' EXIT
 port=""
