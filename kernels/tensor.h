@@ -25,7 +25,10 @@ int64_t NumElements(const Shape& shape);
 struct TensorView {
   DType dtype = DType::kInvalid;
   Shape shape;
-  const void* data = nullptr;  // NumElements(shape) * ElementWidth(dtype) bytes
+  // NumElements(shape) * ElementWidth(dtype) bytes, with no alignment
+  // guarantee (it may point into a request's raw_data): read elements with
+  // memcpy, not through data_as<T>(), unless the buffer is known to be ours.
+  const void* data = nullptr;
 
   int64_t num_elements() const { return NumElements(shape); }
   int64_t num_bytes() const { return num_elements() * ElementWidth(dtype); }

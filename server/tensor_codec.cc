@@ -413,16 +413,9 @@ absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor& proto, absl::string
       }
     }
     out.encoding = Encoding::kRaw;
-    // Kernels may read elements as their C++ type; a heap string is always
-    // aligned enough, but keep a copy for the rare unaligned buffer.
-    const int64_t align = width < 8 ? width : 8;
-    if (reinterpret_cast<uintptr_t>(raw.data()) % static_cast<uintptr_t>(align) == 0) {
-      out.view.data = raw.data();
-    } else {
-      out.storage.reset(new char[raw.size()]);
-      std::memcpy(out.storage.get(), raw.data(), raw.size());
-      out.view.data = out.storage.get();
-    }
+    // In place, whatever its alignment: kernels and readers load elements
+    // with memcpy or unaligned vector loads, never through typed pointers.
+    out.view.data = raw.data();
     return out;
   }
 
