@@ -175,7 +175,8 @@ void TensorOpsServer::Shutdown() {
   // Health first, so load balancers stop sending before we refuse.
   server_->GetHealthCheckService()->Shutdown();
   service_->StartDraining();
-  const absl::Time drain_deadline = absl::Now() + options_.drain_timeout;
+  const absl::Time drain_start = absl::Now();
+  const absl::Time drain_deadline = drain_start + options_.drain_timeout;
   if (!admission_->WaitIdle(drain_deadline)) {
     Log(LogLevel::kWarning,
         absl::StrCat("drain timeout: dropping ", admission_->queued(),
@@ -192,7 +193,11 @@ void TensorOpsServer::Shutdown() {
   // Everything admitted has finished (or was dropped at the drain timeout);
   // cancel whatever is left at once. The pool stays up until the server is
   // down because Shutdown waits for every outstanding callback.
+  const absl::Time drained = absl::Now();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(100));
+  Log(LogLevel::kInfo,
+      absl::StrCat("drained in ", absl::FormatDuration(drained - drain_start),
+                   "; gRPC shutdown took ", absl::FormatDuration(absl::Now() - drained)));
 }
 
 void TensorOpsServer::Wait() { server_->Wait(); }

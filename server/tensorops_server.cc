@@ -203,7 +203,13 @@ int main(int argc, char** argv) {
   });
   (*server)->Wait();
   waiter.join();
+  // Each phase's time goes into the last line, so a slow stop says where it
+  // spent its time (drain and gRPC shutdown above, then the pool and the
+  // metrics endpoint here).
+  const absl::Time teardown_start = absl::Now();
   server->reset();
-  tensorops::Log(tensorops::LogLevel::kInfo, "stopped");
+  tensorops::Log(tensorops::LogLevel::kInfo,
+                 absl::StrCat("stopped (pool and metrics endpoint teardown ",
+                              absl::FormatDuration(absl::Now() - teardown_start), ")"));
   return 0;
 }

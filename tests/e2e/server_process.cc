@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
@@ -126,11 +127,13 @@ int ServerProcess::Stop() {
   if (pid_ <= 0) return -1;
   kill(pid_, SIGTERM);
   int status = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (true) {
     const pid_t r = waitpid(pid_, &status, WNOHANG);
     if (r == pid_) break;
     if (std::chrono::steady_clock::now() > deadline) {
+      std::fprintf(stderr, "ServerProcess: pid %d still running 30 s after SIGTERM; SIGKILL\n",
+                   static_cast<int>(pid_));
       kill(pid_, SIGKILL);
       waitpid(pid_, &status, 0);
       break;

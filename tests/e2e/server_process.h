@@ -29,8 +29,11 @@ class ServerProcess {
   // http://HOST:MPORT/metrics"; metrics_port() stays -1 without that line.
   absl::Status Start(const std::string& binary, const std::vector<std::string>& extra_args = {});
 
-  // SIGTERM, then waits up to 10 s (SIGKILL after that). Returns the exit
-  // status as from waitpid, or -1 if not running.
+  // SIGTERM, then waits up to 30 s (SIGKILL after that: the exit status
+  // then shows the kill). Generous because a sanitizer build on a loaded
+  // 2-core machine has been seen to take 10 s for a clean stop (drain quiet
+  // period, gRPC shutdown, metrics endpoint); a hung stop still fails.
+  // Returns the exit status as from waitpid, or -1 if not running.
   int Stop();
 
   // Sends `sig` to the running server. False if it is not running.
