@@ -3,6 +3,9 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/codegen/client_unary_call.h>
 
+#include <zlib.h>
+
+#include <algorithm>
 #include <thread>
 #include <utility>
 
@@ -181,7 +184,16 @@ struct Client::Impl {
   absl::Status BuildRequest(absl::string_view op, const Attrs& attrs,
                             const std::vector<Tensor>& inputs, v1::ExecuteRequest* request) const {
     request->set_op(std::string(op));
-    auto* fields = request->mutable_attrs()->mutable_fields();
+    FillAttrs(attrs, request->mutable_attrs());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      absl::Status st = EncodeInput(inputs[i], i, request->add_inputs());
+      if (!st.ok()) return st;
+    }
+    return absl::OkStatus();
+  }
+
+  static void FillAttrs(const Attrs& attrs, google::protobuf::Struct* out) {
+    auto* fields = out->mutable_fields();
     for (const auto& [name, value] : attrs) {
       google::protobuf::Value& v = (*fields)[name];
       switch (value.kind()) {
@@ -196,13 +208,178 @@ struct Client::Impl {
           break;
       }
     }
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      absl::Status st = EncodeInput(inputs[i], i, request->add_inputs());
-      if (!st.ok()) return st;
-    }
-    return absl::OkStatus();
   }
+
+  // Whether `call` goes through ExecuteStream.
+  bool UseStream(const std::vector<Tensor>& inputs, const CallOptions& call) const {
+    if (call.transport == Transport::kUnary) return false;
+    if (call.transport == Transport::kStream) return true;
+    int64_t bytes = 0;
+    for (const Tensor& t : inputs) {
+      if (t.dtype() == DataType::kString) return false;
+      bytes += static_cast<int64_t>(t.bytes().size());
+    }
+    return bytes >= options.stream_threshold_bytes;
+  }
+
+  ExecuteResult ExecuteStream(absl::string_view op, const Attrs& attrs,
+                              const std::vector<Tensor>& inputs, const CallOptions& call) const;
 };
+
+namespace {
+
+uint32_t Crc32(uint32_t crc, const char* data, int64_t size) {
+  return static_cast<uint32_t>(
+      crc32_z(crc, reinterpret_cast<const Bytef*>(data), static_cast<z_size_t>(size)));
+}
+
+// One output of a streamed call while its chunks arrive.
+struct StreamedOutput {
+  DataType dtype = DataType::kInvalid;
+  std::vector<int64_t> shape;
+  int64_t bytes = 0;
+  uint32_t expected_crc = 0;
+  uint32_t crc = 0;
+  std::string data;  // reserved once, appended in order: no zero fill
+};
+
+absl::Status MalformedStream(absl::string_view what) {
+  return absl::InternalError(absl::StrCat("malformed ExecuteStream reply from server: ", what));
+}
+
+}  // namespace
+
+ExecuteResult Client::Impl::ExecuteStream(absl::string_view op, const Attrs& attrs,
+                                          const std::vector<Tensor>& inputs,
+                                          const CallOptions& call) const {
+  v1::ExecuteStreamRequest header_msg;
+  v1::StreamHeader* header = header_msg.mutable_header();
+  header->set_op(std::string(op));
+  FillAttrs(attrs, header->mutable_attrs());
+  TransferProgress progress;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    if (absl::Status valid = t.Validate(); !valid.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("inputs[", i, "]: ", valid.message()));
+    }
+    if (t.dtype() == DataType::kString) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "inputs[", i, "] is STRING, which cannot be streamed; use Transport::kUnary"));
+    }
+    v1::TensorHeader* h = header->add_inputs();
+    h->set_dtype(static_cast<v1::DataType>(t.dtype()));
+    for (int64_t d : t.shape()) h->add_shape(d);
+    h->set_crc32(Crc32(0, t.bytes().data(), static_cast<int64_t>(t.bytes().size())));
+    progress.bytes_to_send += static_cast<int64_t>(t.bytes().size());
+  }
+  const int64_t chunk_bytes = std::max<int64_t>(1, options.stream_chunk_bytes);
+
+  grpc::ClientContext ctx;
+  SetDeadline(call, &ctx);
+  std::unique_ptr<grpc::ClientReaderWriter<v1::ExecuteStreamRequest, v1::ExecuteStreamResponse>>
+      stream = stub->ExecuteStream(&ctx);
+  // A failed Write means the call is over (the server refused it, or it
+  // broke): stop sending and let Finish say why.
+  bool writing = stream->Write(header_msg);
+  v1::ExecuteStreamRequest msg;
+  for (size_t i = 0; writing && i < inputs.size(); ++i) {
+    const absl::Span<const char> bytes = inputs[i].bytes();
+    const int64_t size = static_cast<int64_t>(bytes.size());
+    for (int64_t off = 0; writing && off < size; off += chunk_bytes) {
+      const int64_t n = std::min(chunk_bytes, size - off);
+      v1::TensorChunk* chunk = msg.mutable_chunk();
+      chunk->set_tensor(static_cast<uint32_t>(i));
+      chunk->set_offset(static_cast<uint64_t>(off));
+      chunk->set_data(bytes.data() + off, n);
+      writing = stream->Write(msg);
+      if (writing) {
+        progress.bytes_sent += n;
+        if (call.progress) call.progress(progress);
+      }
+    }
+  }
+  msg.Clear();
+  if (writing) stream->WritesDone();
+
+  std::vector<StreamedOutput> outputs;
+  absl::Status reply_error;
+  v1::ExecuteStreamResponse resp;
+  bool have_header = false;
+  while (reply_error.ok() && stream->Read(&resp)) {
+    if (!have_header) {
+      if (!resp.has_header()) {
+        reply_error = MalformedStream("first message is not a header");
+        break;
+      }
+      have_header = true;
+      for (const v1::TensorHeader& h : resp.header().outputs()) {
+        StreamedOutput o;
+        o.dtype = static_cast<DataType>(h.dtype());
+        o.shape.assign(h.shape().begin(), h.shape().end());
+        const int64_t width = DataTypeWidth(o.dtype);
+        int64_t elements = 1;
+        for (int64_t d : o.shape) {
+          if (d < 0 || (d > 0 && elements > INT64_MAX / d)) {
+            elements = -1;
+            break;
+          }
+          elements *= d;
+        }
+        if (width == 0 || elements < 0 || elements > INT64_MAX / width) {
+          reply_error = MalformedStream("bad output header");
+          break;
+        }
+        o.bytes = elements * width;
+        o.expected_crc = h.crc32();
+        o.data.reserve(static_cast<size_t>(o.bytes));
+        progress.bytes_to_receive += o.bytes;
+        outputs.push_back(std::move(o));
+      }
+      continue;
+    }
+    if (!resp.has_chunk() || resp.chunk().tensor() >= outputs.size()) {
+      reply_error = MalformedStream("chunk without a known output");
+      break;
+    }
+    StreamedOutput& o = outputs[resp.chunk().tensor()];
+    const std::string& data = resp.chunk().data();
+    if (resp.chunk().offset() != o.data.size() ||
+        static_cast<int64_t>(data.size()) > o.bytes - static_cast<int64_t>(o.data.size())) {
+      reply_error = MalformedStream(absl::StrCat("chunk at offset ", resp.chunk().offset(),
+                                                 " of output ", resp.chunk().tensor(),
+                                                 " out of place"));
+      break;
+    }
+    o.crc = Crc32(o.crc, data.data(), static_cast<int64_t>(data.size()));
+    o.data.append(data);
+    progress.bytes_received += static_cast<int64_t>(data.size());
+    if (call.progress) call.progress(progress);
+  }
+  if (!reply_error.ok()) {
+    ctx.TryCancel();
+    stream->Finish();
+    return reply_error;
+  }
+  absl::Status st = FromGrpcStatus(stream->Finish());
+  if (!st.ok()) return st;
+  if (!have_header) return MalformedStream("no output header");
+  std::vector<Tensor> result;
+  result.reserve(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    StreamedOutput& o = outputs[i];
+    if (static_cast<int64_t>(o.data.size()) != o.bytes) {
+      return absl::DataLossError(absl::StrCat("ExecuteStream reply ended after ", o.data.size(),
+                                              " of ", o.bytes, " bytes of outputs[", i, "]"));
+    }
+    if (o.crc != o.expected_crc) {
+      return absl::DataLossError(absl::StrFormat(
+          "outputs[%d] is corrupt: the server's CRC-32 is 0x%08x, the received bytes give 0x%08x",
+          i, o.expected_crc, o.crc));
+    }
+    result.push_back(TensorAccess::FromRaw(o.dtype, std::move(o.shape), std::move(o.data)));
+  }
+  return result;
+}
 
 Client::Client(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Client::~Client() = default;
@@ -224,6 +401,12 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& opti
       options.tls->client_cert_chain.empty() != options.tls->client_private_key.empty()) {
     return absl::InvalidArgumentError(
         "ClientOptions.tls: client_cert_chain and client_private_key go together");
+  }
+  if (options.stream_threshold_bytes < 0 || options.stream_chunk_bytes < 1 ||
+      options.stream_chunk_bytes > options.max_send_message_bytes - (int64_t{64} << 10)) {
+    return absl::InvalidArgumentError(
+        "ClientOptions: stream_threshold_bytes must be >= 0 and stream_chunk_bytes between 1 "
+        "and max_send_message_bytes minus 64 KiB");
   }
   if (options.bearer_token.find_first_of("\r\n") != std::string::npos) {
     return absl::InvalidArgumentError("ClientOptions.bearer_token must be one line");
@@ -265,6 +448,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& opti
 
 ExecuteResult Client::Execute(absl::string_view op, const Attrs& attrs,
                               const std::vector<Tensor>& inputs, const CallOptions& call) const {
+  if (impl_->UseStream(inputs, call)) return impl_->ExecuteStream(op, attrs, inputs, call);
   v1::ExecuteRequest request;
   absl::Status st = impl_->BuildRequest(op, attrs, inputs, &request);
   if (!st.ok()) return st;

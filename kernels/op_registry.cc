@@ -100,9 +100,9 @@ const OpDef* OpRegistry::Find(absl::string_view name_or_alias) const {
   return it == by_name_.end() ? nullptr : it->second;
 }
 
-absl::StatusOr<PreparedOp> OpRegistry::Prepare(absl::string_view op,
-                                               absl::Span<const TensorView> inputs,
-                                               const Attrs& attrs) const {
+absl::StatusOr<const OpDef*> OpRegistry::CheckCall(absl::string_view op,
+                                                   absl::Span<const TensorView> inputs,
+                                                   const Attrs& attrs) const {
   if (op.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("op is empty; known ops: ", KnownOps(ops_)));
@@ -113,6 +113,13 @@ absl::StatusOr<PreparedOp> OpRegistry::Prepare(absl::string_view op,
         absl::StrCat("unknown op ", BoundedQuote(op), "; known ops: ", KnownOps(ops_)));
   }
   RETURN_IF_ERROR(CheckAgainstSpec(def->spec, inputs, attrs));
+  return def;
+}
+
+absl::StatusOr<PreparedOp> OpRegistry::Prepare(absl::string_view op,
+                                               absl::Span<const TensorView> inputs,
+                                               const Attrs& attrs) const {
+  ASSIGN_OR_RETURN(const OpDef* def, CheckCall(op, inputs, attrs));
   return def->prepare(inputs, attrs);
 }
 

@@ -93,6 +93,13 @@ class OpRegistry {
   // Registered ops in registration order.
   const std::vector<std::unique_ptr<OpDef>>& ops() const { return ops_; }
 
+  // Finds the op and runs the checks every op shares (input count, types,
+  // ranks, attribute names): everything that needs no tensor data, so the
+  // views' data may be null. Errors as for Prepare.
+  absl::StatusOr<const OpDef*> CheckCall(absl::string_view op,
+                                         absl::Span<const TensorView> inputs,
+                                         const Attrs& attrs) const;
+
   // Finds the op, runs the generic checks and the op's own validation.
   // Unknown op: UNIMPLEMENTED listing the known ones. Bad input: INVALID_ARGUMENT.
   absl::StatusOr<PreparedOp> Prepare(absl::string_view op,

@@ -4,15 +4,17 @@
 
 namespace tensorops {
 
-absl::Status AdmissionController::Admit(int64_t bytes, Limit* limit) {
-  absl::MutexLock lock(&mu_);
-  *limit = Limit::kNone;
+absl::Status AdmissionController::CheckQueue(Limit* limit) const {
   if (queued_ >= max_queue_) {
     *limit = Limit::kQueue;
     return absl::ResourceExhaustedError(absl::StrCat(
         "server queue is full (", queued_, " requests waiting, --max_queue=", max_queue_,
         "); retry later"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status AdmissionController::CheckBytes(int64_t bytes, Limit* limit) const {
   // A request alone larger than the budget could never run: say so plainly.
   if (bytes > max_inflight_bytes_) {
     *limit = Limit::kInflightBytes;
@@ -26,9 +28,37 @@ absl::Status AdmissionController::Admit(int64_t bytes, Limit* limit) {
         "in-flight byte budget exhausted (", bytes_, " of --max_inflight_bytes=",
         max_inflight_bytes_, " in use, request needs ", bytes, "); retry later"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status AdmissionController::Admit(int64_t bytes, Limit* limit) {
+  absl::MutexLock lock(&mu_);
+  *limit = Limit::kNone;
+  absl::Status s = CheckQueue(limit);
+  if (s.ok()) s = CheckBytes(bytes, limit);
+  if (!s.ok()) return s;
   ++queued_;
   ++inflight_;
   bytes_ += bytes;
+  return absl::OkStatus();
+}
+
+absl::Status AdmissionController::AdmitStream(int64_t bytes, Limit* limit) {
+  absl::MutexLock lock(&mu_);
+  *limit = Limit::kNone;
+  absl::Status s = CheckBytes(bytes, limit);
+  if (!s.ok()) return s;
+  ++inflight_;
+  bytes_ += bytes;
+  return absl::OkStatus();
+}
+
+absl::Status AdmissionController::EnterQueue(Limit* limit) {
+  absl::MutexLock lock(&mu_);
+  *limit = Limit::kNone;
+  absl::Status s = CheckQueue(limit);
+  if (!s.ok()) return s;
+  ++queued_;
   return absl::OkStatus();
 }
 

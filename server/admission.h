@@ -26,6 +26,12 @@ class AdmissionController {
   // Takes a queue slot and `bytes` of the budget, or returns RESOURCE_EXHAUSTED
   // saying which limit (and sets *limit).
   absl::Status Admit(int64_t bytes, Limit* limit);
+  // For a streamed request, whose bytes arrive over time: takes `bytes` of
+  // the budget (counted in flight from now on) but no queue slot yet; call
+  // EnterQueue once its upload is complete, then LeaveQueue/Finish as above.
+  absl::Status AdmitStream(int64_t bytes, Limit* limit);
+  // Takes a queue slot for a request admitted with AdmitStream.
+  absl::Status EnterQueue(Limit* limit);
   // The request left the queue (its task started).
   void LeaveQueue();
   // The request finished; gives back its bytes.
@@ -38,6 +44,9 @@ class AdmissionController {
   bool WaitIdle(absl::Time deadline);
 
  private:
+  absl::Status CheckQueue(Limit* limit) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckBytes(int64_t bytes, Limit* limit) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const int64_t max_queue_;
   const int64_t max_inflight_bytes_;
   mutable absl::Mutex mu_;

@@ -73,6 +73,7 @@ static_assert(static_cast<int>(Metrics::Limit::kInflightBytes) == 1);
 constexpr char kUnknownOp[] = "unknown";
 constexpr char kNoOp[] = "none";
 constexpr char kExecute[] = "Execute";
+constexpr char kExecuteStream[] = "ExecuteStream";
 constexpr char kListOps[] = "ListOps";
 
 // 5 us .. 10 s: a small memcpy-bound op takes microseconds, a big one or a
@@ -105,9 +106,14 @@ struct Metrics::Impl {
 
   // [op_index][code], op_index over known ops + unknown.
   std::vector<std::array<prometheus::Counter*, kNumCodes>> execute_requests;
+  std::vector<std::array<prometheus::Counter*, kNumCodes>> stream_requests;
   std::array<prometheus::Counter*, kNumCodes> list_ops_requests{};
   // [op_index], known ops + unknown.
   std::vector<prometheus::Histogram*> execute_duration;
+  std::vector<prometheus::Histogram*> stream_duration;
+  // [op_index]: tensor bytes streamed in and out.
+  std::vector<prometheus::Counter*> stream_received;
+  std::vector<prometheus::Counter*> stream_sent;
   prometheus::Histogram* list_ops_duration = nullptr;
   std::vector<prometheus::Histogram*> request_size;
   std::vector<prometheus::Histogram*> response_size;
@@ -149,6 +155,13 @@ Metrics::Metrics(const std::vector<std::string>& ops)
           &requests.Add({{"method", kExecute}, {"op", m.op_names[op]}, {"code", kCodeNames[code]}});
     }
   }
+  m.stream_requests.resize(num_any);
+  for (size_t op = 0; op < num_any; ++op) {
+    for (int code = 0; code < kNumCodes; ++code) {
+      m.stream_requests[op][code] = &requests.Add(
+          {{"method", kExecuteStream}, {"op", m.op_names[op]}, {"code", kCodeNames[code]}});
+    }
+  }
   for (int code = 0; code < kNumCodes; ++code) {
     m.list_ops_requests[code] =
         &requests.Add({{"method", kListOps}, {"op", kNoOp}, {"code", kCodeNames[code]}});
@@ -165,8 +178,24 @@ Metrics::Metrics(const std::vector<std::string>& ops)
     m.execute_duration.push_back(
         &request_duration.Add({{"method", kExecute}, {"op", m.op_names[op]}}, DurationBuckets()));
   }
+  for (size_t op = 0; op < num_any; ++op) {
+    m.stream_duration.push_back(&request_duration.Add(
+        {{"method", kExecuteStream}, {"op", m.op_names[op]}}, DurationBuckets()));
+  }
   m.list_ops_duration =
       &request_duration.Add({{"method", kListOps}, {"op", kNoOp}}, DurationBuckets());
+
+  auto& stream_bytes = prometheus::BuildCounter()
+                           .Name("tensorops_stream_bytes_total")
+                           .Help(
+                               "Tensor bytes of ExecuteStream calls, by op and direction "
+                               "(received: input chunks; sent: output chunks).")
+                           .Register(*registry_);
+  for (size_t op = 0; op < num_any; ++op) {
+    m.stream_received.push_back(
+        &stream_bytes.Add({{"op", m.op_names[op]}, {"direction", "received"}}));
+    m.stream_sent.push_back(&stream_bytes.Add({{"op", m.op_names[op]}, {"direction", "sent"}}));
+  }
 
   auto& queue_duration = prometheus::BuildHistogram()
                              .Name("tensorops_queue_duration_seconds")
@@ -203,7 +232,7 @@ Metrics::Metrics(const std::vector<std::string>& ops)
   auto& dropped = prometheus::BuildCounter()
                       .Name("tensorops_dropped_requests_total")
                       .Help(
-                          "Execute requests admitted to the queue but dropped before their "
+                          "Execute and ExecuteStream calls admitted to the queue but dropped before their "
                           "kernel ran, by op and reason (deadline passed, client "
                           "cancelled, server shutting down).")
                       .Register(*registry_);
@@ -217,7 +246,7 @@ Metrics::Metrics(const std::vector<std::string>& ops)
   auto& rejected = prometheus::BuildCounter()
                        .Name("tensorops_rejected_requests_total")
                        .Help(
-                           "Execute requests refused by admission control with "
+                           "Execute and ExecuteStream calls refused by admission control with "
                            "RESOURCE_EXHAUSTED, by the limit that was hit (queue length "
                            "or in-flight bytes).")
                        .Register(*registry_);
@@ -228,7 +257,7 @@ Metrics::Metrics(const std::vector<std::string>& ops)
   m.inflight_requests = &prometheus::BuildGauge()
                              .Name("tensorops_inflight_requests")
                              .Help(
-                                 "Execute requests admitted and not yet finished "
+                                 "Execute and ExecuteStream calls admitted and not yet finished "
                                  "(queued or running).")
                              .Register(*registry_)
                              .Add({});
@@ -241,7 +270,7 @@ Metrics::Metrics(const std::vector<std::string>& ops)
                           .Add({});
   m.queue_depth = &prometheus::BuildGauge()
                        .Name("tensorops_queue_depth")
-                       .Help("Execute requests waiting in the queue for a kernel-pool thread.")
+                       .Help("Execute and ExecuteStream calls waiting in the queue for a kernel-pool thread.")
                        .Register(*registry_)
                        .Add({});
   m.pool_threads = &prometheus::BuildGauge()
@@ -291,6 +320,15 @@ void Metrics::RecordExecute(int op_index, grpc::StatusCode code, double seconds,
   impl_->execute_duration[op]->Observe(seconds);
   impl_->request_size[op]->Observe(static_cast<double>(request_bytes));
   impl_->response_size[op]->Observe(static_cast<double>(response_bytes));
+}
+
+void Metrics::RecordExecuteStream(int op_index, grpc::StatusCode code, double seconds,
+                                  int64_t received_bytes, int64_t sent_bytes) {
+  const int op = impl_->AnyOp(op_index);
+  impl_->stream_requests[op][CodeIndex(code)]->Increment();
+  impl_->stream_duration[op]->Observe(seconds);
+  impl_->stream_received[op]->Increment(static_cast<double>(received_bytes));
+  impl_->stream_sent[op]->Increment(static_cast<double>(sent_bytes));
 }
 
 void Metrics::RecordListOps(grpc::StatusCode code, double seconds) {

@@ -47,9 +47,13 @@ class Metrics {
   // request duration and the request/response sizes.
   void RecordExecute(int op_index, grpc::StatusCode code, double seconds,
                      int64_t request_bytes, int64_t response_bytes);
+  // One finished ExecuteStream: counts it under (method="ExecuteStream", op,
+  // code), observes its duration and adds the tensor bytes it received and sent.
+  void RecordExecuteStream(int op_index, grpc::StatusCode code, double seconds,
+                           int64_t received_bytes, int64_t sent_bytes);
   // One finished ListOps.
   void RecordListOps(grpc::StatusCode code, double seconds);
-  // An Execute that reached the kernel: time spent queued, time in the kernel.
+  // An Execute or ExecuteStream that reached the kernel: time spent queued, time in the kernel.
   void RecordKernel(int op_index, double queue_seconds, double kernel_seconds);
   // Dropped after admission and before its kernel ran.
   enum class DropReason { kDeadline, kCancelled, kShutdown };

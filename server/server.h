@@ -29,7 +29,7 @@ struct ServerOptions {
   int port = 50051;  // 0 picks a free port
   int threads = 0;   // kernel pool size; 0 = hardware threads
   int64_t max_queue = 1024;
-  int64_t max_inflight_bytes = int64_t{4} << 30;
+  int64_t max_inflight_bytes = int64_t{8} << 30;
   int64_t max_message_bytes = int64_t{272} << 20;
   std::string metrics_host = "127.0.0.1";
   int metrics_port = 9464;  // 0 picks a free port; -1 disables the endpoint
@@ -38,6 +38,9 @@ struct ServerOptions {
   int64_t min_parallel_bytes = int64_t{1} << 20;
   int64_t inline_max_bytes = 0;  // see TensorOpsService::Options
   RequestLimits limits;  // --max_rank, --max_tensor_elements, --max_tensor_bytes, --max_request_bytes
+  // ExecuteStream: --max_stream_bytes, --stream_chunk_bytes (max_rank is
+  // taken from `limits`).
+  StreamLimits stream_limits;
   // Transport security (all PEM file paths; empty = off). tls_cert_file and
   // tls_key_file together turn on TLS; tls_client_ca_file (needs TLS) also
   // requires and verifies a client certificate signed by that CA (mTLS).

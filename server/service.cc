@@ -14,41 +14,6 @@
 namespace tensorops {
 namespace {
 
-const char* CodeName(grpc::StatusCode code) {
-  static const char* const kNames[] = {
-      "OK",      "CANCELLED",          "UNKNOWN",           "INVALID_ARGUMENT",
-      "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",   "PERMISSION_DENIED",
-      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
-      "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
-  const int c = static_cast<int>(code);
-  return c >= 0 && c <= 16 ? kNames[c] : "UNKNOWN";
-}
-
-// One log line per error class: the first failure with each code, then at
-// most one line per code every 10 s, with the number of failures since.
-void LogError(grpc::StatusCode code, const std::string& op, const std::string& message) {
-  static std::atomic<int64_t> last_logged_ns[17];
-  static std::atomic<int64_t> suppressed[17];
-  const int c = static_cast<int>(code);
-  if (c < 0 || c > 16) return;
-  const int64_t now = absl::GetCurrentTimeNanos();
-  int64_t last = last_logged_ns[c].load();
-  if (last != 0 && now - last < int64_t{10'000'000'000}) {
-    suppressed[c].fetch_add(1);
-    return;
-  }
-  if (!last_logged_ns[c].compare_exchange_strong(last, now)) {
-    suppressed[c].fetch_add(1);
-    return;
-  }
-  const int64_t n = suppressed[c].exchange(0);
-  Log(LogLevel::kWarning,
-      absl::StrCat("request failed: ", CodeName(code), " op=", op, ": ", message,
-                   n > 0 ? absl::StrCat(" (", n, " more ", CodeName(code),
-                                        " since the last line)")
-                         : ""));
-}
-
 double SecondsSince(absl::Time t) { return absl::ToDoubleSeconds(absl::Now() - t); }
 
 // Equality whose time depends only on expected.size(), not on where `given`
@@ -110,11 +75,11 @@ grpc::ServerUnaryReactor* TensorOpsService::Execute(grpc::CallbackServerContext*
         status.ok() ? static_cast<int64_t>(response->ByteSizeLong()) : 0;
     metrics_->RecordExecute(op_index, status.error_code(), seconds, request_bytes,
                             response_bytes);
-    if (!status.ok()) LogError(status.error_code(), request->op().substr(0, 64), status.error_message());
+    if (!status.ok()) LogRequestError(status.error_code(), request->op().substr(0, 64), status.error_message());
     if (options_.access_log) {
       Log(LogLevel::kInfo,
           absl::StrCat("access method=Execute op=", request->op().substr(0, 64),
-                       " code=", CodeName(status.error_code()), " request_bytes=", request_bytes,
+                       " code=", StatusCodeName(status.error_code()), " request_bytes=", request_bytes,
                        " response_bytes=", response_bytes,
                        " us=", static_cast<int64_t>(seconds * 1e6)));
     }
@@ -197,7 +162,7 @@ grpc::ServerUnaryReactor* TensorOpsService::ListOps(grpc::CallbackServerContext*
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   grpc::Status status = CheckAuth(ctx);
   if (!status.ok()) {
-    LogError(status.error_code(), "none", status.error_message());
+    LogRequestError(status.error_code(), "none", status.error_message());
   } else if (draining_.load()) {
     status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down");
   } else {

@@ -20,6 +20,7 @@
 #include "server/admission.h"
 #include "server/limits.h"
 #include "server/metrics.h"
+#include "server/stream_execution.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
 
 namespace tensorops {
@@ -34,6 +35,7 @@ class TensorOpsService final : public v1::TensorOps::CallbackService {
     // request instead of the pool; 0 (the default) keeps every kernel on the pool.
     int64_t inline_max_bytes = 0;
     RequestLimits limits;  // per-request size limits (server/limits.h)
+    StreamLimits stream_limits;  // ExecuteStream's limits and chunk size
     // Non-empty: every call must carry "authorization: Bearer <auth_token>",
     // else UNAUTHENTICATED.
     std::string auth_token;
@@ -49,6 +51,9 @@ class TensorOpsService final : public v1::TensorOps::CallbackService {
   grpc::ServerUnaryReactor* ListOps(grpc::CallbackServerContext* ctx,
                                     const v1::ListOpsRequest* request,
                                     v1::ListOpsResponse* response) override;
+  // Streamed calls: see ExecuteStreamReactor (server/stream_reactor.cc).
+  grpc::ServerBidiReactor<v1::ExecuteStreamRequest, v1::ExecuteStreamResponse>* ExecuteStream(
+      grpc::CallbackServerContext* ctx) override;
 
   // Drain, step 1: new requests are refused with UNAVAILABLE from now on.
   void StartDraining() { draining_.store(true); }
@@ -59,6 +64,8 @@ class TensorOpsService final : public v1::TensorOps::CallbackService {
   absl::Time last_arrival() const { return absl::FromUnixNanos(last_arrival_ns_.load()); }
 
  private:
+  friend class ExecuteStreamReactor;
+
   const OpRegistry* registry_;
   ThreadPool* pool_;
   AdmissionController* admission_;

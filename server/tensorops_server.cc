@@ -24,7 +24,7 @@ ABSL_FLAG(int, port, 50051, "gRPC port; 0 picks a free port (printed at start)."
 ABSL_FLAG(int, threads, 0, "Kernel thread pool size; 0 means one per hardware thread.");
 ABSL_FLAG(int64_t, max_queue, 1024,
           "Requests that may wait for a kernel thread; past it, RESOURCE_EXHAUSTED.");
-ABSL_FLAG(int64_t, max_inflight_bytes, int64_t{4} << 30,
+ABSL_FLAG(int64_t, max_inflight_bytes, int64_t{8} << 30,
           "Budget of request + response bytes over all admitted requests; past it, "
           "RESOURCE_EXHAUSTED.");
 ABSL_FLAG(int64_t, max_message_bytes, int64_t{272} << 20,
@@ -60,6 +60,13 @@ ABSL_FLAG(int64_t, max_tensor_bytes, int64_t{256} << 20,
 ABSL_FLAG(int64_t, max_request_bytes, int64_t{1} << 30,
           "Most decoded bytes of all inputs plus the output of one request; past it, "
           "RESOURCE_EXHAUSTED.");
+// ExecuteStream (README "Big tensors: ExecuteStream").
+ABSL_FLAG(int64_t, max_stream_bytes, int64_t{8} << 30,
+          "Most bytes of inputs plus output in one ExecuteStream call (tensors past "
+          "--max_tensor_bytes go this way); past it, RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int64_t, stream_chunk_bytes, int64_t{1} << 20,
+          "Largest ExecuteStream chunk accepted, and the size of the chunks sent back "
+          "(4 KiB up to --max_message_bytes minus 64 KiB).");
 // Transport security and connection management (README "Security").
 ABSL_FLAG(std::string, tls_cert, "",
           "PEM server certificate chain; with --tls_key, serves TLS only (default: plaintext).");
@@ -169,6 +176,23 @@ int main(int argc, char** argv) {
                            "--max_tensor_bytes and --max_request_bytes must be >= 0\n");
       return 2;
     }
+  }
+
+  options.stream_limits.max_stream_bytes = absl::GetFlag(FLAGS_max_stream_bytes);
+  options.stream_limits.chunk_bytes = absl::GetFlag(FLAGS_stream_chunk_bytes);
+  if (options.stream_limits.max_stream_bytes < 0) {
+    std::fprintf(stderr, "tensorops-server: --max_stream_bytes must be >= 0\n");
+    return 2;
+  }
+  // A chunk plus its message framing must fit in one gRPC message.
+  const int64_t max_chunk = options.max_message_bytes - (int64_t{64} << 10);
+  if (options.stream_limits.chunk_bytes < 4096 || options.stream_limits.chunk_bytes > max_chunk) {
+    std::fprintf(stderr,
+                 "tensorops-server: --stream_chunk_bytes=%lld must be between 4096 and %lld "
+                 "(--max_message_bytes minus 64 KiB)\n",
+                 static_cast<long long>(options.stream_limits.chunk_bytes),
+                 static_cast<long long>(max_chunk));
+    return 2;
   }
 
   auto server = tensorops::TensorOpsServer::Start(options);

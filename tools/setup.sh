@@ -17,6 +17,7 @@ PACKAGES=(
   # libraries (see ../shared/toolchain.md)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev grpc-proto
+  zlib1g-dev  # CRC-32 of streamed tensors (libgrpc-dev pulls it in too; named for clarity)
   # deployment tests (tests/deploy): load balancer, scraper, compose and YAML checks
   nginx prometheus docker-compose curl python3-yaml
   # security tests: throwaway CA, server and client certificates

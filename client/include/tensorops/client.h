@@ -10,6 +10,10 @@
 // unchanged (e.g. INVALID_ARGUMENT "Roll: axes[0] = 2 is out of range ...").
 // Errors found before sending (an invalid Tensor) are INVALID_ARGUMENT too.
 // Tensors travel as packed little-endian raw_data (STRING as string_data).
+// Inputs of ClientOptions::stream_threshold_bytes (64 MiB) or more are
+// streamed in chunks (ExecuteStream), so the typed calls and Execute take
+// tensors of any size, also past protobuf's 2 GiB message limit; a corrupt
+// transfer fails with DATA_LOSS.
 //
 // Thread-safety: a Client is safe to use from many threads at once; one
 // Client per target is enough (it multiplexes calls over its connections).
@@ -78,12 +82,41 @@ struct ClientOptions {
   // gRPC load-balancing policy: "round_robin" spreads calls over every
   // address of the target; "pick_first" uses one connection.
   std::string load_balancing_policy = "round_robin";
+  // Calls whose inputs hold at least this many bytes go through the
+  // streaming RPC (ExecuteStream: tensors in chunks, no message size limit,
+  // CRC-32 checked both ways) instead of one Execute message; 0 streams
+  // every call. Calls with STRING inputs always use Execute.
+  int64_t stream_threshold_bytes = int64_t{64} << 20;
+  // Chunk size of streamed inputs; at most the server's --stream_chunk_bytes
+  // (1 MiB by default).
+  int64_t stream_chunk_bytes = int64_t{1} << 20;
+};
+
+// Bytes moved so far by a streamed call (see CallOptions::progress).
+struct TransferProgress {
+  int64_t bytes_sent = 0;        // input tensor bytes sent
+  int64_t bytes_to_send = 0;     // all input tensor bytes
+  int64_t bytes_received = 0;    // output tensor bytes received
+  int64_t bytes_to_receive = 0;  // all output bytes; 0 until the server has run the op
+};
+using ProgressCallback = std::function<void(const TransferProgress&)>;
+
+// How a call travels.
+enum class Transport {
+  kAuto,    // ExecuteStream from ClientOptions::stream_threshold_bytes, else Execute
+  kUnary,   // always one Execute message
+  kStream,  // always ExecuteStream (not for STRING inputs)
 };
 
 // Per-call settings.
 struct CallOptions {
-  // Overrides ClientOptions::default_deadline; zero means no deadline.
+  // Overrides ClientOptions::default_deadline; zero means no deadline. For a
+  // streamed call it covers the whole transfer.
   std::optional<std::chrono::milliseconds> deadline;
+  Transport transport = Transport::kAuto;
+  // Streamed calls only: called on the calling thread after every chunk sent
+  // or received (about once per stream_chunk_bytes); must be quick.
+  ProgressCallback progress;
 };
 
 // An op attribute: a number, a string or a bool (a JSON value).
@@ -185,9 +218,11 @@ class TENSOROPS_EXPORT Client {
                                              const CallOptions& call = {}) const;
 
   // Asynchronous Execute: returns at once; `done` runs exactly once when the
-  // call ends. Views in `inputs` may be released when this returns (the
-  // request is serialized before). The Client may be destroyed while calls
-  // are in flight; they still complete.
+  // call ends. Always one Execute message (no streaming: use Execute or the
+  // typed calls for tensors past the server's message limit). Views in
+  // `inputs` may be released when this returns (the request is serialized
+  // before). The Client may be destroyed while calls are in flight; they
+  // still complete.
   void ExecuteAsync(absl::string_view op, const Attrs& attrs, const std::vector<Tensor>& inputs,
                     ExecuteCallback done, const CallOptions& call = {}) const;
   // The same with a future.

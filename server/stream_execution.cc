@@ -1,0 +1,174 @@
+#include "server/stream_execution.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "kernels/shape.h"
+#include "kernels/status_macros.h"
+#include "server/attrs_codec.h"
+#include "server/crc32.h"
+#include "server/tensor_codec.h"
+
+namespace tensorops {
+namespace {
+
+std::string InputName(const OpDef& def, int i) {
+  const auto& inputs = def.spec.inputs;
+  return i < static_cast<int>(inputs.size())
+             ? absl::StrCat("inputs[", i, "] ('", inputs[i].name, "')")
+             : absl::StrCat("inputs[", i, "]");
+}
+
+std::string Hex32(uint32_t v) { return absl::StrFormat("0x%08x", v); }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<StreamedExecution>> StreamedExecution::Begin(
+    const OpRegistry& registry, const v1::StreamHeader& header, const StreamLimits& limits) {
+  std::unique_ptr<StreamedExecution> s(new StreamedExecution());
+  s->limits_ = limits;
+  s->attrs_ = DecodeAttrs(header.attrs());
+  std::vector<TensorView> views;  // no data yet: only what the spec checks need
+  int64_t total = 0;              // stays <= max_stream_bytes, so sums cannot overflow
+  for (int i = 0; i < header.inputs_size(); ++i) {
+    const v1::TensorHeader& h = header.inputs(i);
+    const std::string what = absl::StrCat("header.inputs[", i, "]");
+    const DType dtype = FromProtoDataType(h.dtype());
+    if (dtype == DType::kInvalid) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ".dtype is ", static_cast<int>(h.dtype()), ", not an element type"));
+    }
+    if (dtype == DType::kString) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ".dtype is STRING, which has no fixed-width layout to stream; use Execute"));
+    }
+    if (h.shape_size() > limits.max_rank) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " has rank ", h.shape_size(),
+                                                     "; the limit is ", limits.max_rank,
+                                                     " (--max_rank)"));
+    }
+    const absl::Span<const int64_t> dims(h.shape().data(), h.shape_size());
+    ASSIGN_OR_RETURN(const int64_t bytes,
+                     CheckedByteSize(dims, ElementWidth(dtype), absl::StrCat(what, ".shape")));
+    // Every op here writes one output of its data input's type and shape
+    // (checked again after the op's validation in Run): count it with inputs[0].
+    const int64_t output = i == 0 ? bytes : 0;
+    if (bytes > limits.max_stream_bytes - total ||
+        output > limits.max_stream_bytes - total - bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "streamed call needs more than ", limits.max_stream_bytes,
+          " bytes of inputs and output (", what, " is ", bytes, " bytes, shape ",
+          ShapeToString(dims), " of ", DTypeName(dtype), "); the limit is ",
+          limits.max_stream_bytes, " (--max_stream_bytes)"));
+    }
+    total += bytes + output;
+    if (i == 0) s->output_bytes_ = bytes;
+    s->input_bytes_ += bytes;
+    Input in;
+    in.dtype = dtype;
+    in.shape.assign(dims.begin(), dims.end());
+    in.bytes = bytes;
+    in.expected_crc = h.crc32();
+    views.push_back(TensorView{dtype, in.shape, nullptr});
+    s->inputs_.push_back(std::move(in));
+  }
+  ASSIGN_OR_RETURN(s->def_, registry.CheckCall(header.op(), views, s->attrs_));
+  return s;
+}
+
+absl::Status StreamedExecution::AddChunk(const v1::TensorChunk& chunk) {
+  const int64_t num_inputs = static_cast<int64_t>(inputs_.size());
+  if (chunk.tensor() >= num_inputs) {
+    return absl::InvalidArgumentError(absl::StrCat("chunk.tensor is ", chunk.tensor(),
+                                                   " but the header has ", num_inputs,
+                                                   " inputs"));
+  }
+  const int i = static_cast<int>(chunk.tensor());
+  Input& in = inputs_[i];
+  const int64_t n = static_cast<int64_t>(chunk.data().size());
+  if (n == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("empty chunk for ", InputName(*def_, i), " at offset ", chunk.offset()));
+  }
+  if (n > limits_.chunk_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "chunk of ", n, " bytes for ", InputName(*def_, i), " exceeds the limit of ",
+        limits_.chunk_bytes, " bytes (--stream_chunk_bytes)"));
+  }
+  if (chunk.offset() != static_cast<uint64_t>(in.received)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "chunk for ", InputName(*def_, i), " at offset ", chunk.offset(), ", expected offset ",
+        in.received, ": each input's chunks must come in order, without gaps or repeats"));
+  }
+  if (n > in.bytes - in.received) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "chunk for ", InputName(*def_, i), " runs past its end: offset ", in.received, " + ", n,
+        " bytes > ", in.bytes, " bytes (shape ", ShapeToString(in.shape), " of ",
+        DTypeName(in.dtype), ")"));
+  }
+  if (in.received == 0) in.tensor = Tensor(in.dtype, in.shape);
+  std::memcpy(static_cast<char*>(in.tensor.mutable_data()) + in.received, chunk.data().data(), n);
+  in.crc = Crc32(in.crc, chunk.data().data(), n);
+  in.received += n;
+  received_bytes_ += n;
+  return absl::OkStatus();
+}
+
+absl::Status StreamedExecution::EndOfInput() {
+  for (int i = 0; i < static_cast<int>(inputs_.size()); ++i) {
+    Input& in = inputs_[i];
+    if (in.received < in.bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "stream ended after ", in.received, " of ", in.bytes, " bytes of ",
+          InputName(*def_, i), " (shape ", ShapeToString(in.shape), " of ", DTypeName(in.dtype),
+          ")"));
+    }
+    if (in.crc != in.expected_crc) {
+      return absl::DataLossError(absl::StrCat(
+          InputName(*def_, i), " is corrupt: its header says CRC-32 ", Hex32(in.expected_crc),
+          ", its ", in.bytes, " bytes give ", Hex32(in.crc)));
+    }
+    if (in.bytes == 0) in.tensor = Tensor(in.dtype, in.shape);  // no chunk allocated it
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StreamedExecution::Run(ThreadPool* pool, int64_t min_parallel_bytes) {
+  std::vector<TensorView> views;
+  views.reserve(inputs_.size());
+  for (const Input& in : inputs_) views.push_back(in.tensor.view());
+  ASSIGN_OR_RETURN(PreparedOp op, def_->prepare(views, attrs_));
+  if (op.output_bytes() != output_bytes_) {
+    // Begin reserved the data input's size for the output; every op here keeps it.
+    return absl::InternalError(absl::StrCat(op_name(), " writes ", op.output_bytes(),
+                                            " bytes of output, not the ", output_bytes_,
+                                            " bytes reserved for it"));
+  }
+  output_ = Tensor(op.dtype, op.shape);
+  RunPrepared(op, output_.mutable_data(), pool, min_parallel_bytes);
+  inputs_.clear();  // the kernel's views die with `op` at return; nothing reads them after
+  output_crc_ = Crc32(0, output_.data(), output_bytes_, pool);
+  return absl::OkStatus();
+}
+
+void StreamedExecution::FillOutputHeader(v1::StreamOutputHeader* header) const {
+  v1::TensorHeader* out = header->add_outputs();
+  out->set_dtype(ToProtoDataType(output_.dtype()));
+  for (int64_t d : output_.shape()) out->add_shape(d);
+  out->set_crc32(output_crc_);
+}
+
+bool StreamedExecution::NextChunk(v1::TensorChunk* chunk) {
+  if (sent_bytes_ >= output_bytes_) return false;
+  const int64_t n = std::min(limits_.chunk_bytes, output_bytes_ - sent_bytes_);
+  chunk->set_tensor(0);
+  chunk->set_offset(static_cast<uint64_t>(sent_bytes_));
+  chunk->set_data(static_cast<const char*>(output_.data()) + sent_bytes_, n);
+  sent_bytes_ += n;
+  return true;
+}
+
+}  // namespace tensorops
