@@ -66,7 +66,7 @@ ABSL_FLAG(int64_t, max_stream_bytes, int64_t{8} << 30,
           "--max_tensor_bytes go this way); past it, RESOURCE_EXHAUSTED.");
 ABSL_FLAG(int64_t, stream_chunk_bytes, int64_t{1} << 20,
           "Largest ExecuteStream chunk accepted, and the size of the chunks sent back "
-          "(4 KiB up to --max_message_bytes minus 64 KiB).");
+          "(at least 4096; capped at --max_message_bytes minus 64 KiB).");
 // Transport security and connection management (README "Security").
 ABSL_FLAG(std::string, tls_cert, "",
           "PEM server certificate chain; with --tls_key, serves TLS only (default: plaintext).");
@@ -184,14 +184,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tensorops-server: --max_stream_bytes must be >= 0\n");
     return 2;
   }
-  // A chunk plus its message framing must fit in one gRPC message.
+  // A chunk plus its message framing must fit in one gRPC message: the
+  // chunk size is capped there (so a small --max_message_bytes alone works).
   const int64_t max_chunk = options.max_message_bytes - (int64_t{64} << 10);
-  if (options.stream_limits.chunk_bytes < 4096 || options.stream_limits.chunk_bytes > max_chunk) {
+  options.stream_limits.chunk_bytes = std::min(options.stream_limits.chunk_bytes, max_chunk);
+  if (options.stream_limits.chunk_bytes < 4096) {
     std::fprintf(stderr,
-                 "tensorops-server: --stream_chunk_bytes=%lld must be between 4096 and %lld "
-                 "(--max_message_bytes minus 64 KiB)\n",
-                 static_cast<long long>(options.stream_limits.chunk_bytes),
-                 static_cast<long long>(max_chunk));
+                 "tensorops-server: --stream_chunk_bytes must be at least 4096, and "
+                 "--max_message_bytes at least 4096 + 64 KiB\n");
     return 2;
   }
 

@@ -142,7 +142,10 @@ absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes, absl::string_view what)
   return Tensor::Copy(dtype, std::move(shape), bytes.data() + data_start);
 }
 
-absl::StatusOr<std::string> SerializeNpy(const Tensor& tensor) {
+namespace {
+
+// The .npy header (magic, version, length, dict, padding) for `tensor`.
+absl::StatusOr<std::string> NpyHeader(const Tensor& tensor) {
   const char* code = nullptr;
   for (const Descr& e : kDescrs) {
     if (e.dtype == tensor.dtype()) code = e.code;
@@ -169,28 +172,44 @@ absl::StatusOr<std::string> SerializeNpy(const Tensor& tensor) {
   const size_t len = dict.size();
   for (size_t i = 0; i < (v1 ? 2u : 4u); ++i) out += static_cast<char>((len >> (8 * i)) & 0xff);
   out += dict;
-  out.append(tensor.bytes().data(), tensor.bytes().size());
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> SerializeNpy(const Tensor& tensor) {
+  absl::StatusOr<std::string> out = NpyHeader(tensor);
+  if (!out.ok()) return out;
+  out->append(tensor.bytes().data(), tensor.bytes().size());
   return out;
 }
 
 absl::StatusOr<Tensor> ReadNpyFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  // One read into a buffer of the file's size: a multi-GiB file is copied
+  // once here and once into the Tensor, nothing more.
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in)
     return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ParseNpy(ss.str(), path);
+  const std::streamoff size = in.tellg();
+  if (size < 0) return absl::DataLossError(absl::StrCat("cannot read ", path));
+  std::string bytes(static_cast<size_t>(size), '\0');
+  in.seekg(0);
+  if (!in.read(bytes.data(), size)) {
+    return absl::DataLossError(absl::StrCat("cannot read ", path));
+  }
+  return ParseNpy(bytes, path);
 }
 
 absl::Status WriteNpyFile(const std::string& path, const Tensor& tensor) {
-  absl::StatusOr<std::string> bytes = SerializeNpy(tensor);
-  if (!bytes.ok()) return bytes.status();
+  absl::StatusOr<std::string> header = NpyHeader(tensor);
+  if (!header.ok()) return header.status();
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) {
     return absl::PermissionDeniedError(
         absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
   }
-  out.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
+  out.write(header->data(), static_cast<std::streamsize>(header->size()));
+  out.write(tensor.bytes().data(), static_cast<std::streamsize>(tensor.bytes().size()));
   out.close();
   if (!out) return absl::DataLossError(absl::StrCat("cannot write ", path));
   return absl::OkStatus();

@@ -2,6 +2,9 @@
 //
 // Exit status: 0 success, 1 the call or a file failed, 2 bad usage. Every
 // error is one line on stderr: "tensorops: error: ...".
+#include <unistd.h>
+
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/time.h"
@@ -46,13 +50,20 @@ commands:
         --attr NAME=VALUE   an attribute; numbers are sent as numbers,
                          anything else as a string
         --output FILE.npy   write the result to FILE.npy instead of printing it
+        --stream auto|always|never   send the tensors in chunks (ExecuteStream):
+                         auto (default) from --stream_threshold bytes of inputs
+        --stream_threshold BYTES     default 67108864 (64 MiB)
+        --progress auto|always|never   progress bar on stderr (bytes, rate,
+                         ETA) for streamed calls: auto (default) draws it when
+                         stderr is a terminal and the transfer takes over 1 s
   list-ops          lists every op with its inputs, types and attributes
   health [--service NAME]   prints the serving status; exit 1 unless SERVING
 
 options:
   --target HOST:PORT  server address or gRPC target (default: $TENSOROPS_TARGET,
                       else 127.0.0.1:50051)
-  --deadline D        per-call deadline, e.g. 500ms, 10s (default 60s)
+  --deadline D        per-call deadline, e.g. 500ms, 10s (default 60s; a
+                      streamed call must finish its whole transfer in it)
   --tls_ca FILE       use TLS, trusting the PEM CA certificates in FILE
                       (default: plaintext; --tls_cert alone uses system roots)
   --tls_cert FILE     PEM client certificate for mutual TLS (with --tls_key)
@@ -69,6 +80,8 @@ examples:
       --input '[1]'
   tensorops run ReverseSequence --attr batch_axis=0 --attr seq_axis=1 \
       --input @data.npy --input '[3,2,1,0]' --output out.npy
+  tensorops --deadline 10m run Roll --input @big.npy --input '[1]' --input '[0]' \
+      --output rolled.npy
 )";
 
 // A failure with its exit status.
@@ -104,7 +117,65 @@ struct Args {
   std::string output;
   std::string service;
   std::string tls_ca, tls_cert, tls_key, token_file;
+  Transport transport = Transport::kAuto;
+  int64_t stream_threshold = int64_t{64} << 20;
+  std::string progress = "auto";
   bool help = false;
+};
+
+// The progress bar of a streamed call, on stderr: redrawn in place at most
+// ten times a second, from one second into the call, e.g.
+//   tensorops: 1.21 GiB of 5.00 GiB  412.3 MiB/s  ETA 9s
+// Output bytes are not known until the server has run the op; until then the
+// total counts them as large as the inputs (every op here keeps its data
+// input's size).
+class ProgressBar {
+ public:
+  explicit ProgressBar(bool always) : always_(always), start_(Clock::now()) {}
+
+  void Update(const TransferProgress& p) {
+    const auto now = Clock::now();
+    const double elapsed = Seconds(now - start_);
+    if (!always_ && elapsed < 1.0) return;
+    if (drawn_ && now - last_ < std::chrono::milliseconds(100)) return;
+    last_ = now;
+    const int64_t done = p.bytes_sent + p.bytes_received;
+    const int64_t total =
+        p.bytes_to_send + (p.bytes_to_receive > 0 ? p.bytes_to_receive : p.bytes_to_send);
+    const double rate = elapsed > 0 ? done / elapsed : 0;
+    const std::string eta =
+        rate > 0 ? absl::StrCat("ETA ", static_cast<int64_t>((total - done) / rate + 0.5), "s")
+                 : "ETA ?";
+    std::fprintf(stderr, "\rtensorops: %s of %s  %s/s  %s\x1b[K", Size(done).c_str(),
+                 Size(total).c_str(), Size(static_cast<int64_t>(rate)).c_str(), eta.c_str());
+    std::fflush(stderr);
+    drawn_ = true;
+  }
+  // Ends the bar's line (if one was drawn) with the totals.
+  void Done() {
+    if (!drawn_) return;
+    const double elapsed = Seconds(Clock::now() - start_);
+    std::fprintf(stderr, "\rtensorops: transfer done in %.1fs\x1b[K\n", elapsed);
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  static double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+  static std::string Size(int64_t bytes) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = static_cast<double>(bytes);
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+      v /= 1024;
+      ++u;
+    }
+    return u == 0 ? absl::StrCat(bytes, " B") : absl::StrFormat("%.2f %s", v, units[u]);
+  }
+
+  const bool always_;
+  const Clock::time_point start_;
+  Clock::time_point last_;
+  bool drawn_ = false;
 };
 
 // The whole file, or why not.
@@ -142,7 +213,7 @@ std::optional<Failure> ParseArgs(int argc, char** argv, Args* args) {
     }
     if (is("target") || is("deadline") || is("input") || is("dtype") || is("shape") || is("attr") ||
         is("output") || is("service") || is("tls_ca") || is("tls_cert") || is("tls_key") ||
-        is("token_file")) {
+        is("token_file") || is("stream") || is("stream_threshold") || is("progress")) {
       const std::string name =
           a.substr(2, a.find('=') == std::string::npos ? std::string::npos : a.find('=') - 2);
       value = take(name);
@@ -203,6 +274,26 @@ std::optional<Failure> ParseArgs(int argc, char** argv, Args* args) {
         args->tls_key = *value;
       } else if (name == "token_file") {
         args->token_file = *value;
+      } else if (name == "stream") {
+        if (*value == "auto") {
+          args->transport = Transport::kAuto;
+        } else if (*value == "always") {
+          args->transport = Transport::kStream;
+        } else if (*value == "never") {
+          args->transport = Transport::kUnary;
+        } else {
+          return Usage(absl::StrCat("--stream '", *value, "' is not auto, always or never"));
+        }
+      } else if (name == "stream_threshold") {
+        if (!absl::SimpleAtoi(*value, &args->stream_threshold) || args->stream_threshold < 0) {
+          return Usage(absl::StrCat("--stream_threshold '", *value,
+                                    "' is not a byte count >= 0"));
+        }
+      } else if (name == "progress") {
+        if (*value != "auto" && *value != "always" && *value != "never") {
+          return Usage(absl::StrCat("--progress '", *value, "' is not auto, always or never"));
+        }
+        args->progress = *value;
       }
       continue;
     }
@@ -225,8 +316,10 @@ std::optional<Failure> ParseArgs(int argc, char** argv, Args* args) {
   if (args->command == "run") {
     if (args->op.empty()) return Usage("run needs an op name, e.g. tensorops run Roll ...");
     if (args->inputs.empty()) return Usage("run needs at least one --input");
-  } else if (!args->inputs.empty() || !args->attrs.empty() || !args->output.empty()) {
-    return Usage(absl::StrCat("--input, --attr and --output belong to run, not ", args->command));
+  } else if (!args->inputs.empty() || !args->attrs.empty() || !args->output.empty() ||
+             args->transport != Transport::kAuto || args->progress != "auto") {
+    return Usage(absl::StrCat("--input, --attr, --output, --stream and --progress belong to run, not ",
+                              args->command));
   }
   if (!args->service.empty() && args->command != "health") {
     return Usage("--service belongs to health");
@@ -251,7 +344,14 @@ int Run(const Args& args, const Client& client, const CallOptions& call) {
     }
     inputs.push_back(*std::move(t));
   }
-  ExecuteResult result = client.Execute(args.op, args.attrs, inputs, call);
+  CallOptions with_progress = call;
+  std::optional<ProgressBar> bar;
+  if (args.progress == "always" || (args.progress == "auto" && isatty(STDERR_FILENO))) {
+    bar.emplace(args.progress == "always");
+    with_progress.progress = [&bar](const TransferProgress& p) { bar->Update(p); };
+  }
+  ExecuteResult result = client.Execute(args.op, args.attrs, inputs, with_progress);
+  if (bar.has_value()) bar->Done();
   if (!result.ok()) return Fail(FromStatus(result.status()));
   if (!args.output.empty()) {
     if (result->size() != 1) {
@@ -320,6 +420,7 @@ int Main(int argc, char** argv) {
   }
   ClientOptions options;
   options.target = args.target;
+  options.stream_threshold_bytes = args.stream_threshold;
   // One call per process: retries would only delay a clear error.
   options.retry.max_attempts = 2;
   if (!args.tls_ca.empty() || !args.tls_cert.empty()) {
@@ -347,6 +448,7 @@ int Main(int argc, char** argv) {
   if (!client.ok()) return Fail({2, std::string(client.status().message())});
   CallOptions call;
   call.deadline = args.deadline.value_or(std::chrono::seconds(60));
+  call.transport = args.transport;
   if (args.command == "run") return Run(args, **client, call);
   if (args.command == "list-ops") return ListOps(**client, call);
   return Health(args, **client, call);

@@ -171,7 +171,7 @@ grep -q '^HEALTHCHECK' "$DF" || fail "Dockerfile: no HEALTHCHECK"
 grep -q '^\.git$' "$ROOT/.dockerignore" && grep -q '^build$' "$ROOT/.dockerignore" || fail ".dockerignore: .git and build"
 # Runtime packages: the apt-get install line(s) after the last FROM.
 RUNTIME_PKGS=$(awk '/^FROM/ {buf=""} {buf = buf "\n" $0} END {print buf}' "$DF" \
-  | sed -n '/apt-get install/,/rm -rf/p' | tr ' \\' '\n\n' | grep -E '^lib[a-z0-9.+-]+$' | sort -u)
+  | sed -n '/apt-get install/,/rm -rf/p' | tr ' \\' '\n\n' | grep -E '^(lib[a-z0-9.+-]+|zlib1g)$' | sort -u)
 CLIENT_LIB=$(ldd "$CLI" | awk '/libtensorops_client/ {print $3}')
 [ -f "$CLIENT_LIB" ] || fail "cannot find libtensorops_client next to the CLI"
 missing=""

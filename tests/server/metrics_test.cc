@@ -149,6 +149,7 @@ TEST_F(MetricsTest, EveryFamilyHasHelpAndType) {
       {"tensorops_inflight_bytes", "gauge"},
       {"tensorops_queue_depth", "gauge"},
       {"tensorops_pool_threads", "gauge"},
+      {"tensorops_stream_bytes_total", "counter"},
   };
   // The Exposer adds its own exposer_* families; count only ours.
   int help_lines = 0;
