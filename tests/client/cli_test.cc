@@ -229,6 +229,15 @@ TEST_F(CliTest, DocsExamplesRun) {
       cli::WriteNpyFile(dir_ + "/data.npy",
                         Tensor(std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {4, 3}))
           .ok());
+  // Past the CLI's 64 MiB stream threshold: the README's big-tensor example
+  // goes through ExecuteStream.
+  {
+    std::vector<uint8_t> big(size_t{72} << 20);
+    for (size_t k = 0; k < big.size(); ++k) big[k] = static_cast<uint8_t>(k * 131 + (k >> 20));
+    ASSERT_TRUE(cli::WriteNpyFile(dir_ + "/big.npy",
+                                  Tensor::View(big.data(), {72, int64_t{1} << 20}))
+                    .ok());
+  }
   for (size_t i = 0; i < lines.size(); ++i) {
     if (lines[i] != "```sh") continue;
     std::string command;
