@@ -229,7 +229,7 @@ TEST_F(StreamClientTest, TinyDeadlineOnAStreamedCall) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
   // Nothing stays in flight on the server.
   bool idle = false;
-  for (int i = 0; i < 500 && !idle; ++i) {
+  for (int i = 0; i < 1000 && !idle; ++i) {
     idle = Metric(*server_, "tensorops_inflight_bytes", {}) == 0;
     if (!idle) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }

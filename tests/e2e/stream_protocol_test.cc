@@ -419,7 +419,7 @@ TEST_F(StreamProtocolTest, CancelledStreamFreesItsMemory) {
     ctx.TryCancel();
     EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
     bool released = false;
-    for (int i = 0; i < 500 && !released; ++i) {
+    for (int i = 0; i < 1000 && !released; ++i) {
       released = Metric(*server_, "tensorops_inflight_requests", {}) == 0 &&
                  Metric(*server_, "tensorops_inflight_bytes", {}) == 0;
       if (!released) std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -467,7 +467,7 @@ TEST(StreamAdmissionTest, StreamedBytesCountAgainstTheInflightBudget) {
   std::unique_ptr<Stream> first = stub->ExecuteStream(&ctx);
   ASSERT_TRUE(first->Write(header(40000000)));
   bool held = false;
-  for (int i = 0; i < 500 && !held; ++i) {
+  for (int i = 0; i < 1000 && !held; ++i) {
     held = Metric(server, "tensorops_inflight_bytes", {}) == 80000000;
     if (!held) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -478,6 +478,13 @@ TEST(StreamAdmissionTest, StreamedBytesCountAgainstTheInflightBudget) {
   EXPECT_EQ(Metric(server, "tensorops_rejected_requests_total", {{"limit", "inflight_bytes"}}), 2);
   ctx.TryCancel();
   first->Finish();
+  // The server sees the cancel a moment after the client does.
+  bool released = false;
+  for (int i = 0; i < 1000 && !released; ++i) {
+    released = Metric(server, "tensorops_inflight_bytes", {}) == 0;
+    if (!released) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(released);
   EXPECT_EQ(Call(stub.get(), {header(20000000)}).status.error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);  // admitted now; then short of data
 }
