@@ -16,19 +16,23 @@ ThreadPool::ThreadPool(int num_threads) {
 
 ThreadPool::~ThreadPool() {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
+  work_.notify_all();
   for (std::thread& t : workers_) t.join();
 }
 
 void ThreadPool::Schedule(std::function<void()> task) {
-  absl::MutexLock lock(&mu_);
-  queue_.push_back(std::move(task));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(task));
+  }
+  work_.notify_one();
 }
 
 int64_t ThreadPool::queue_size() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return static_cast<int64_t>(queue_.size());
 }
 
@@ -36,12 +40,8 @@ void ThreadPool::WorkerLoop() {
   while (true) {
     std::function<void()> task;
     {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](ThreadPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
-            return p->stopping_ || !p->queue_.empty();
-          },
-          this));
+      std::unique_lock<std::mutex> lock(mu_);
+      work_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping and drained
       task = std::move(queue_.front());
       queue_.pop_front();
@@ -66,8 +66,9 @@ void ThreadPool::ParallelFor(int64_t total, int64_t grain,
   // claim and only touches the shared state, never `fn`.
   struct State {
     std::atomic<int64_t> next{0};
-    absl::Mutex mu;
-    int64_t done ABSL_GUARDED_BY(mu) = 0;
+    std::mutex mu;
+    std::condition_variable all_done;
+    int64_t done = 0;  // guarded by mu
   };
   auto state = std::make_shared<State>();
   auto work = [state, total, chunks, &fn] {
@@ -77,23 +78,22 @@ void ThreadPool::ParallelFor(int64_t total, int64_t grain,
       ++finished;
     }
     if (finished > 0) {
-      absl::MutexLock lock(&state->mu);
+      std::lock_guard<std::mutex> lock(state->mu);
       state->done += finished;
+      // Under the lock: the caller may return (and `state` lose its last
+      // other owner) as soon as it sees the count.
+      state->all_done.notify_all();
     }
   };
   {
     // Helpers go to the front: they finish a request already under way.
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     for (int64_t i = 1; i < chunks; ++i) queue_.push_front(work);
   }
+  work_.notify_all();
   work();
-  std::pair<State*, int64_t> arg(state.get(), chunks);
-  absl::MutexLock lock(&state->mu);
-  state->mu.Await(absl::Condition(
-      +[](std::pair<State*, int64_t>* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return a->first->done == a->second;
-      },
-      &arg));
+  std::unique_lock<std::mutex> lock(state->mu);
+  state->all_done.wait(lock, [&] { return state->done == chunks; });
 }
 
 }  // namespace tensorops

@@ -7,14 +7,13 @@
 #ifndef TENSOROPS_KERNELS_THREAD_POOL_H_
 #define TENSOROPS_KERNELS_THREAD_POOL_H_
 
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <mutex>
 #include <thread>
 #include <vector>
-
-#include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 
 namespace tensorops {
 
@@ -44,9 +43,13 @@ class ThreadPool {
  private:
   void WorkerLoop();
 
-  mutable absl::Mutex mu_;
-  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // std::mutex rather than absl::Mutex: ThreadSanitizer sees pthread
+  // mutexes, but not the futex-based absl::Mutex of Debian's uninstrumented
+  // Abseil (CI runs the concurrency tests under TSan).
+  mutable std::mutex mu_;
+  std::condition_variable work_;                // a task was queued, or stopping_
+  std::deque<std::function<void()>> queue_;     // guarded by mu_
+  bool stopping_ = false;                       // guarded by mu_
   std::vector<std::thread> workers_;
 };
 

@@ -32,7 +32,7 @@ absl::Status AdmissionController::CheckBytes(int64_t bytes, Limit* limit) const 
 }
 
 absl::Status AdmissionController::Admit(int64_t bytes, Limit* limit) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   *limit = Limit::kNone;
   absl::Status s = CheckQueue(limit);
   if (s.ok()) s = CheckBytes(bytes, limit);
@@ -44,7 +44,7 @@ absl::Status AdmissionController::Admit(int64_t bytes, Limit* limit) {
 }
 
 absl::Status AdmissionController::AdmitStream(int64_t bytes, Limit* limit) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   *limit = Limit::kNone;
   absl::Status s = CheckBytes(bytes, limit);
   if (!s.ok()) return s;
@@ -54,7 +54,7 @@ absl::Status AdmissionController::AdmitStream(int64_t bytes, Limit* limit) {
 }
 
 absl::Status AdmissionController::EnterQueue(Limit* limit) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   *limit = Limit::kNone;
   absl::Status s = CheckQueue(limit);
   if (!s.ok()) return s;
@@ -63,36 +63,35 @@ absl::Status AdmissionController::EnterQueue(Limit* limit) {
 }
 
 void AdmissionController::LeaveQueue() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   --queued_;
 }
 
 void AdmissionController::Finish(int64_t bytes) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   --inflight_;
   bytes_ -= bytes;
+  if (inflight_ == 0) idle_.notify_all();
 }
 
 int64_t AdmissionController::queued() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return queued_;
 }
 
 int64_t AdmissionController::inflight_requests() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return inflight_;
 }
 
 int64_t AdmissionController::inflight_bytes() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return bytes_;
 }
 
 bool AdmissionController::WaitIdle(absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
-  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return inflight_ == 0; };
-  mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
-  return inflight_ == 0;
+  std::unique_lock<std::mutex> lock(mu_);
+  return idle_.wait_until(lock, absl::ToChronoTime(deadline), [this] { return inflight_ == 0; });
 }
 
 }  // namespace tensorops

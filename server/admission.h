@@ -7,11 +7,11 @@
 #ifndef TENSOROPS_SERVER_ADMISSION_H_
 #define TENSOROPS_SERVER_ADMISSION_H_
 
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
 namespace tensorops {
@@ -44,15 +44,19 @@ class AdmissionController {
   bool WaitIdle(absl::Time deadline);
 
  private:
-  absl::Status CheckQueue(Limit* limit) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status CheckBytes(int64_t bytes, Limit* limit) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Both with mu_ held.
+  absl::Status CheckQueue(Limit* limit) const;
+  absl::Status CheckBytes(int64_t bytes, Limit* limit) const;
 
   const int64_t max_queue_;
   const int64_t max_inflight_bytes_;
-  mutable absl::Mutex mu_;
-  int64_t queued_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t inflight_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // std::mutex rather than absl::Mutex so ThreadSanitizer sees it (see
+  // kernels/thread_pool.h).
+  mutable std::mutex mu_;
+  std::condition_variable idle_;  // inflight_ reached 0
+  int64_t queued_ = 0;            // guarded by mu_
+  int64_t inflight_ = 0;          // guarded by mu_
+  int64_t bytes_ = 0;             // guarded by mu_
 };
 
 }  // namespace tensorops
