@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -58,9 +59,16 @@ absl::Status ServerProcess::Start(const std::string& binary,
   }
   port_ = 0;
   metrics_port_ = -1;
+  const pid_t parent = getpid();
   pid_ = fork();
   if (pid_ < 0) return absl::InternalError("fork failed");
   if (pid_ == 0) {
+    // If the test dies (a crash, a sanitizer halting it), the server goes
+    // with it instead of holding ctest's output pipe open forever. (The
+    // signal follows the forking thread: tests start servers from their main
+    // thread.)
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
     dup2(pipe_fds[1], STDOUT_FILENO);
     close(pipe_fds[0]);
     close(pipe_fds[1]);
