@@ -25,6 +25,17 @@ void ReverseScalar(char* dst, const char* src, int64_t n) {
   }
 }
 
+template <int kWidth>
+struct ScalarOf;
+template <>
+struct ScalarOf<1> { using type = uint8_t; };
+template <>
+struct ScalarOf<2> { using type = uint16_t; };
+template <>
+struct ScalarOf<4> { using type = uint32_t; };
+template <>
+struct ScalarOf<8> { using type = uint64_t; };
+
 // GCC 12 does not vectorise a loop that reads backwards, so reverse whole
 // 16-byte vectors explicitly: load a vector from the end, permute its lanes
 // with __builtin_shuffle (lowered to the best shuffle the target has), store
@@ -57,8 +68,14 @@ __attribute__((target("avx2"))) inline __m256i ReverseLanes(__m256i v, int width
 }
 
 template <int kWidth>
-__attribute__((target("avx2"))) void ReverseAvx2(char* dst, const char* src, int64_t n) {
+__attribute__((target("avx2"), always_inline)) inline void ReverseOneAvx2(char* dst,
+                                                                         const char* src,
+                                                                         int64_t n) {
   constexpr int64_t kLanes = 32 / kWidth;
+  if (n < kLanes) {
+    ReverseScalar<typename ScalarOf<kWidth>::type>(dst, src, n);
+    return;
+  }
   // Read ascending (the prefetcher streams it), write descending.
   int64_t i = 0;
   for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
@@ -69,40 +86,80 @@ __attribute__((target("avx2"))) void ReverseAvx2(char* dst, const char* src, int
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (n - i - 2 * kLanes) * kWidth),
                         ReverseLanes(b, kWidth));
   }
-  // Tail: src[i..n) reversed lands at dst[0..n-i).
-  switch (kWidth) {
-    case 1: ReverseScalar<uint8_t>(dst, src + i, n - i); break;
-    case 2: ReverseScalar<uint16_t>(dst, src + i * 2, n - i); break;
-    case 4: ReverseScalar<uint32_t>(dst, src + i * 4, n - i); break;
-    default: ReverseScalar<uint64_t>(dst, src + i * 8, n - i); break;
+  if (i + kLanes <= n) {
+    __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i * kWidth));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (n - i - kLanes) * kWidth),
+                        ReverseLanes(a, kWidth));
+    i += kLanes;
+  }
+  if (i < n) {
+    // Tail: dst[0, n-i) still needs src[i, n). The last full vector of src,
+    // reversed, is dst[0, kLanes): it covers the tail and rewrites the few
+    // elements after it with the values they already have (out of place, so
+    // no overlap with src).
+    __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + (n - kLanes) * kWidth));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), ReverseLanes(a, kWidth));
+  }
+}
+
+// `rows` rows of n elements each; row r reads src + r*src_step and writes
+// dst + r*dst_step. One call per batch of rows: a row of 256 one-byte
+// elements moves in ~10 ns, so a call and a dispatch per row would cost as
+// much as the row itself.
+template <int kWidth>
+__attribute__((target("avx2"))) void ReverseRowsAvx2(char* dst, const char* src, int64_t n,
+                                                     int64_t rows, int64_t dst_step,
+                                                     int64_t src_step) {
+  for (int64_t r = 0; r < rows; ++r, dst += dst_step, src += src_step) {
+    ReverseOneAvx2<kWidth>(dst, src, n);
   }
 }
 
 const bool kHasAvx2 = __builtin_cpu_supports("avx2");
-#define TENSOROPS_REVERSE(W, T)                                   \
-  (kHasAvx2 ? ReverseAvx2<W>(dst, src, n) : ReverseScalar<T>(dst, src, n))
-#else
-#define TENSOROPS_REVERSE(W, T) ReverseScalar<T>(dst, src, n)
 #endif
+
+template <int kWidth>
+void ReverseRowsOf(char* dst, const char* src, int64_t n, int64_t rows, int64_t dst_step,
+                   int64_t src_step) {
+#if defined(__x86_64__)
+  if (kHasAvx2) {
+    ReverseRowsAvx2<kWidth>(dst, src, n, rows, dst_step, src_step);
+    return;
+  }
+#endif
+  for (int64_t r = 0; r < rows; ++r, dst += dst_step, src += src_step) {
+    ReverseScalar<typename ScalarOf<kWidth>::type>(dst, src, n);
+  }
+}
 
 }  // namespace
 
-void ReverseBlocks(void* dst_v, const void* src_v, int64_t n, int64_t block) {
+void ReverseRows(void* dst_v, const void* src_v, int64_t n, int64_t block, int64_t rows,
+                 int64_t dst_step, int64_t src_step) {
   auto* dst = static_cast<char*>(dst_v);
   const auto* src = static_cast<const char*>(src_v);
   switch (block) {
-    case 1: TENSOROPS_REVERSE(1, uint8_t); return;
-    case 2: TENSOROPS_REVERSE(2, uint16_t); return;
-    case 4: TENSOROPS_REVERSE(4, uint32_t); return;
-    case 8: TENSOROPS_REVERSE(8, uint64_t); return;
-    case 16: ReverseScalar<Bytes16>(dst, src, n); return;
+    case 1: ReverseRowsOf<1>(dst, src, n, rows, dst_step, src_step); return;
+    case 2: ReverseRowsOf<2>(dst, src, n, rows, dst_step, src_step); return;
+    case 4: ReverseRowsOf<4>(dst, src, n, rows, dst_step, src_step); return;
+    case 8: ReverseRowsOf<8>(dst, src, n, rows, dst_step, src_step); return;
     default:
-      // Read ascending, write descending: ascending reads keep the hardware
-      // prefetcher streaming from DRAM.
-      for (int64_t i = 0; i < n; ++i) {
-        std::memcpy(dst + (n - 1 - i) * block, src + i * block, block);
+      for (int64_t r = 0; r < rows; ++r, dst += dst_step, src += src_step) {
+        if (block == 16) {
+          ReverseScalar<Bytes16>(dst, src, n);
+          continue;
+        }
+        // Read ascending, write descending: ascending reads keep the
+        // hardware prefetcher streaming from DRAM.
+        for (int64_t i = 0; i < n; ++i) {
+          std::memcpy(dst + (n - 1 - i) * block, src + i * block, block);
+        }
       }
   }
+}
+
+void ReverseBlocks(void* dst, const void* src, int64_t n, int64_t block) {
+  ReverseRows(dst, src, n, block, 1, 0, 0);
 }
 
 AxisTransformPlan::AxisTransformPlan(const Shape& shape, int64_t elem_width,
@@ -181,12 +238,23 @@ void AxisTransformPlan::Recurse(size_t d, const char* in, char* out) const {
   }
   for (const Segment& s : dim.segments) {
     const int64_t in_step = s.reversed ? -dim.stride : dim.stride;
-    const char* src = in + s.in_start * dim.stride;
-    char* dst = out + s.out_start * dim.stride;
-    for (int64_t k = 0; k < s.count; ++k, src += in_step, dst += dim.stride) {
-      Recurse(d + 1, src, dst);
+    Rows(d, in + s.in_start * dim.stride, in_step, out + s.out_start * dim.stride, dim.stride,
+         s.count);
+  }
+}
+
+void AxisTransformPlan::Rows(size_t d, const char* in, int64_t in_step, char* out,
+                             int64_t out_step, int64_t count) const {
+  if (d + 2 == dims_.size()) {
+    const Dim& inner = dims_[d + 1];
+    if (inner.segments.size() == 1 && inner.segments[0].reversed) {
+      // Reverse along the innermost dim: every row is one reversal of
+      // inner.size blocks; do them all in one call.
+      ReverseRows(out, in, inner.size, block_, count, out_step, in_step);
+      return;
     }
   }
+  for (int64_t k = 0; k < count; ++k, in += in_step, out += out_step) Recurse(d + 1, in, out);
 }
 
 void AxisTransformPlan::RunRange(const void* in_v, void* out_v, int64_t begin,
@@ -217,11 +285,8 @@ void AxisTransformPlan::RunRange(const void* in_v, void* out_v, int64_t begin,
       continue;
     }
     const int64_t in_step = s.reversed ? -dim.stride : dim.stride;
-    const char* src = in + in_first * dim.stride;
-    char* dst = out + (s.out_start + k0) * dim.stride;
-    for (int64_t k = k0; k < k1; ++k, src += in_step, dst += dim.stride) {
-      Recurse(1, src, dst);
-    }
+    Rows(0, in + in_first * dim.stride, in_step, out + (s.out_start + k0) * dim.stride,
+         dim.stride, k1 - k0);
   }
 }
 

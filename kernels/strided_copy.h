@@ -23,6 +23,10 @@ namespace tensorops {
 // dst block i = src block (n-1-i). Element widths 1, 2, 4, 8 and 16 use typed
 // loops the compiler vectorises; other block sizes use memcpy per block.
 void ReverseBlocks(void* dst, const void* src, int64_t n, int64_t block);
+// ReverseBlocks on `rows` rows at once: row r reads src + r*src_step and
+// writes dst + r*dst_step (steps in bytes, may be negative).
+void ReverseRows(void* dst, const void* src, int64_t n, int64_t block, int64_t rows,
+                 int64_t dst_step, int64_t src_step);
 
 // What happens along one dimension of a same-shape op.
 struct DimTransform {
@@ -71,6 +75,11 @@ class AxisTransformPlan {
   };
 
   void Recurse(size_t d, const char* in, char* out) const;
+  // `count` rows of dim d (d + 1 is the innermost dim), the first at
+  // in/out, stepping in_step/out_step bytes: one ReverseRows call when the
+  // innermost dim is a plain reversal, else Recurse per row.
+  void Rows(size_t d, const char* in, int64_t in_step, char* out, int64_t out_step,
+            int64_t count) const;
 
   absl::InlinedVector<Dim, 6> dims_;
   int64_t block_ = 0;   // bytes in the innermost contiguous block

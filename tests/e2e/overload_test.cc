@@ -26,6 +26,7 @@
 #include "gtest/gtest.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
 #include "tests/e2e/server_process.h"
+#include "tests/sanitizers.h"
 #include "tests/server/http_get.h"
 
 namespace tensorops {
@@ -325,15 +326,18 @@ TEST(OverloadTest, MixedHostileLoadLeavesNoStuckWorkAndNoGrowth) {
   for (int k = 0; k < kNumKinds; ++k) EXPECT_GT(per_kind[k], 0) << kKindNames[k];
   // The overload really happened, and valid work still got through.
   EXPECT_GT((total[{kValidSmall, 0}] + total[{kValidLarge, 0}]), 0);
-  EXPECT_GT(Metric(server, "tensorops_requests_total",
+  // (Under a sanitizer a 1-3 ms deadline often passes before the call leaves
+  // the client, so the server may never see one.)
+  if (!testing::kSanitized) EXPECT_GT(Metric(server, "tensorops_requests_total",
                    {{"method", "Execute"}, {"op", "Reverse"}, {"code", "DEADLINE_EXCEEDED"}}) +
                 Metric(server, "tensorops_requests_total",
                        {{"method", "Execute"}, {"op", "Reverse"}, {"code", "CANCELLED"}}),
             0);
   std::printf("%lld calls in %d rounds\n", static_cast<long long>(calls), 4);
 
-  // No growth after the warm-up round: at most 32 MiB over round 1's RSS.
-  EXPECT_LE(rss[3], rss[1] + 32 * 1024) << "RSS per round (KiB): " << rss[0] << " " << rss[1]
+  // No growth after the warm-up round: at most 32 MiB over round 1's RSS
+  // (not under sanitizers: they keep freed memory).
+  if (!testing::kSanitized) EXPECT_LE(rss[3], rss[1] + 32 * 1024) << "RSS per round (KiB): " << rss[0] << " " << rss[1]
                                          << " " << rss[2] << " " << rss[3];
   // Still serving, and a clean stop.
   EXPECT_EQ(Metric(server, "tensorops_pool_threads"), 2);

@@ -31,6 +31,7 @@
 #include "gtest/gtest.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
 #include "tests/e2e/server_process.h"
+#include "tests/sanitizers.h"
 #include "tests/server/http_get.h"
 
 namespace tensorops {
@@ -829,8 +830,10 @@ TEST(ServiceE2ETest, DeadlinePassedInQueueIsDropped) {
   const Case small = MakeCase(0, {3, 4}, false, rng);  // a Reverse
   v1::ExecuteResponse small_resp;
   const auto sent = Clock::now();
-  const grpc::Status small_status =
-      Call(small_stub.get(), small.request, &small_resp, std::chrono::milliseconds(20));
+  // 20 ms reaches the server and expires in its queue; a sanitizer build
+  // needs longer just to send it (the big kernel there takes seconds).
+  const grpc::Status small_status = Call(small_stub.get(), small.request, &small_resp,
+                                         std::chrono::milliseconds(testing::kSanitized ? 1000 : 20));
   const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - sent);
   EXPECT_EQ(small_status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
       << small_status.error_message();

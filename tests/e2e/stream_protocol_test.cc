@@ -17,15 +17,8 @@
 #include "gtest/gtest.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
 #include "tests/e2e/server_process.h"
+#include "tests/sanitizers.h"
 #include "tests/server/http_get.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define TENSOROPS_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TENSOROPS_TEST_ASAN 1
-#endif
-#endif
 
 namespace tensorops {
 namespace {
@@ -431,10 +424,8 @@ TEST_F(StreamProtocolTest, CancelledStreamFreesItsMemory) {
       if (rss < baseline_kib + 64 * 1024) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-#ifdef TENSOROPS_TEST_ASAN
-    // ASan keeps freed memory in its quarantine: RSS says nothing there.
-    continue;
-#endif
+    // Sanitizers keep freed memory (quarantine, shadow): RSS says nothing there.
+    if (testing::kSanitized) continue;
     EXPECT_LT(rss, baseline_kib + 64 * 1024) << "RSS " << rss << " KiB, baseline " << baseline_kib;
   }
   EXPECT_GE(Metric(*server_, "tensorops_requests_total",

@@ -35,6 +35,32 @@ TEST(ReverseBlocksTest, MatchesBlockByBlockReversal) {
   }
 }
 
+// ReverseRows walks rows with any byte steps, also negative ones (a reversed
+// outer dim) and steps larger than a row (rows of a bigger tensor).
+TEST(ReverseBlocksTest, ReverseRowsWithSteps) {
+  std::mt19937 rng(11);
+  for (int64_t block : {1, 2, 4, 8, 16, 3}) {
+    for (int64_t n : {1, 5, 31, 32, 33, 64, 100, 256}) {
+      SCOPED_TRACE(testing::Message() << "block " << block << " n " << n);
+      const int64_t rows = 4, row = n * block, gap = 7;
+      std::vector<char> src(rows * (row + gap)), dst(rows * (row + gap), 0x5A);
+      for (char& c : src) c = static_cast<char>(rng());
+      // Rows read last to first, written first to last, gap bytes apart.
+      ReverseRows(dst.data(), src.data() + (rows - 1) * (row + gap), n, block, rows, row + gap,
+                  -(row + gap));
+      for (int64_t r = 0; r < rows; ++r) {
+        const char* s = src.data() + (rows - 1 - r) * (row + gap);
+        const char* d = dst.data() + r * (row + gap);
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_EQ(std::memcmp(d + i * block, s + (n - 1 - i) * block, block), 0)
+              << "row " << r << " block " << i;
+        }
+        for (int64_t g = 0; g < gap; ++g) ASSERT_EQ(d[row + g], 0x5A);
+      }
+    }
+  }
+}
+
 TEST(AxisTransformPlanTest, SimplifiesShapes) {
   // [2, 1, 3, 4] reversing dims 0 and 2 (size-1 dim between): dims 0 and 2
   // merge into one reversed dim, dim 3 folds into the block.
