@@ -7,6 +7,10 @@ scalars, zero-size dims, negative and repeated axes, extreme shifts, string
 and complex data, a few invalid ones).
 fuzz_execute_structured: short byte strings (the target builds requests from
 any bytes), a fixed pseudo-random set so the corpus is reproducible.
+fuzz_execute_stream: ExecuteStreamRequest sequences (2-byte little-endian
+length before each message): every op streamed whole, in small and
+element-splitting chunks, interleaved, and broken (short, corrupt CRC,
+chunk out of place, BOOL byte 2).
 Run: python3 fuzz/make_corpus.py   (rewrites both directories)
 """
 import hashlib
@@ -149,6 +153,76 @@ def structured_seeds():
     return seeds
 
 
+def stream_header(op, inputs, attrs=None):
+    """inputs: (dtype, shape, data bytes); the CRC-32 is the data's."""
+    import zlib
+    m = ld(1, op.encode())
+    if attrs:
+        st = b"".join(ld(1, ld(1, k.encode()) + ld(2, value(v))) for k, v in attrs.items())
+        m += ld(2, st)
+    for dtype, shape, data in inputs:
+        th = key(1, 0) + varint(dtype) + packed(2, shape, varint)
+        crc = zlib.crc32(data)
+        if crc:
+            th += key(3, 0) + varint(crc)
+        m += ld(3, th)
+    return ld(1, m)
+
+
+def stream_chunk(tensor_index, offset, data):
+    m = b""
+    if tensor_index:
+        m += key(1, 0) + varint(tensor_index)
+    if offset:
+        m += key(2, 0) + varint(offset)
+    m += ld(3, data)
+    return ld(2, m)
+
+
+def framed(messages):
+    return b"".join(struct.pack("<H", len(m)) + m for m in messages)
+
+
+def stream_seeds():
+    seeds = []
+    calls = [
+        ("Roll", [(I32, [4, 3], raw_of(I32, 12)), (I64, [2], struct.pack("<2q", -1, 2)),
+                  (I64, [2], struct.pack("<2q", 0, 1))], None),
+        ("Reverse", [(U8, [2, 5], raw_of(U8, 10)), (I64, [1], struct.pack("<q", 1))],
+         {"mode": "index"}),
+        ("Reverse", [(F32, [2, 3], raw_of(F32, 6)), (BOOL, [2], b"\x01\x00")], {"mode": "mask"}),
+        ("ReverseSequence", [(F16, [4, 3], raw_of(F16, 12)), (I32, [4], struct.pack("<4i", 3, 2, 1, 0))],
+         {"batch_axis": 0, "seq_axis": 1}),
+        ("onnx.ReverseSequence", [(F64, [4, 4], raw_of(F64, 16)), (I64, [4], struct.pack("<4q", 4, 3, 2, 1))],
+         None),
+        ("Roll", [(C64, [0, 3], b""), (I64, [1], struct.pack("<q", 5)), (I64, [1], struct.pack("<q", 1))], None),
+    ]
+    for op, inputs, attrs in calls:
+        header = stream_header(op, inputs, attrs)
+        for size in (4096, 7, 1):
+            msgs = [header]
+            for t, (_, _, data) in enumerate(inputs):
+                msgs += [stream_chunk(t, o, data[o:o + size]) for o in range(0, len(data), size)]
+            seeds.append(framed(msgs))
+        # Interleaved: the last input first.
+        msgs = [header]
+        for t in reversed(range(len(inputs))):
+            data = inputs[t][2]
+            msgs += [stream_chunk(t, o, data[o:o + 5]) for o in range(0, len(data), 5)]
+        seeds.append(framed(msgs))
+        # Broken: short, corrupt, out of place.
+        full = [header] + [stream_chunk(t, 0, d) for t, (_, _, d) in enumerate(inputs) if d]
+        seeds.append(framed(full[:-1]))
+        if len(full) > 1 and inputs[0][2]:
+            data0 = inputs[0][2]
+            seeds.append(framed([header, stream_chunk(0, 0, bytes([data0[0] ^ 1]) + data0[1:])] + full[2:]))
+            seeds.append(framed([header, stream_chunk(0, 3, data0)] + full[2:]))
+    seeds.append(framed([stream_header("Reverse", [(F32, [2, 3], raw_of(F32, 6)), (BOOL, [2], b"\x01\x02")],
+                                       {"mode": "mask"}),
+                         stream_chunk(0, 0, raw_of(F32, 6)), stream_chunk(1, 0, b"\x01\x02")]))
+    return seeds
+
+
 def write(target, seeds):
     d = os.path.join(HERE, "corpus", target)
     shutil.rmtree(d, ignore_errors=True)
@@ -162,3 +236,4 @@ def write(target, seeds):
 if __name__ == "__main__":
     write("fuzz_execute_bytes", bytes_seeds())
     write("fuzz_execute_structured", structured_seeds())
+    write("fuzz_execute_stream", stream_seeds())

@@ -352,6 +352,18 @@ TEST_F(StreamProtocolTest, HeaderRules) {
   }
 }
 
+TEST_F(StreamProtocolTest, BoolBytesMustBeZeroOrOneAsInExecute) {
+  const std::string data = Bytes(std::vector<float>{1, 2, 3, 4, 5, 6});
+  const std::string mask("\x01\x02", 2);
+  v1::ExecuteStreamRequest h = Header(
+      "Reverse", {{v1::DATA_TYPE_FLOAT32, {2, 3}}, {v1::DATA_TYPE_BOOL, {2}}}, {data, mask});
+  (*h.mutable_header()->mutable_attrs()->mutable_fields())["mode"].set_string_value("mask");
+  Result r = Call(stub_.get(), {h, Chunk(0, 0, data), Chunk(1, 0, mask)});
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(r.status.error_message(),
+              HasSubstr("inputs[1] ('axis') byte 1 = 2 is not a valid BOOL (0 or 1)"));
+}
+
 TEST_F(StreamProtocolTest, OpErrorsAfterTheUploadAreTheOpsOwn) {
   RollCall c = MakeRoll(10);
   c.axes = Bytes(std::vector<int64_t>{5});  // out of range for rank 2

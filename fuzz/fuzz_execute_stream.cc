@@ -1,0 +1,123 @@
+// libFuzzer target C: the ExecuteStream request path (server/stream_execution.h)
+// fed a sequence of ExecuteStreamRequest messages, each framed by a 2-byte
+// little-endian length, exactly as the reactor feeds it: the first must be a
+// header, the rest chunks, then the end of input, the op, and the output in
+// chunks. Limits are small (1 MiB per call, 4 KiB chunks) so the fuzzer
+// explores protocol states rather than allocations.
+// Properties checked on success: the output chunks cover the output once, in
+// order, and their CRC-32 equals the output header's; and the result is the
+// one Execute gives for the same tensors sent in one message.
+#include <zlib.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "google/protobuf/stubs/logging.h"
+#include "kernels/op_registry.h"
+#include "server/execution.h"
+#include "server/stream_execution.h"
+#include "tensorops/v1/tensorops.pb.h"
+
+namespace {
+
+const tensorops::OpRegistry& Registry() {
+  static const tensorops::OpRegistry* registry = [] {
+    auto* r = new tensorops::OpRegistry();
+    tensorops::RegisterBuiltinOps(r);
+    return r;
+  }();
+  return *registry;
+}
+
+[[noreturn]] void Fail(const char* what) {
+  std::fprintf(stderr, "fuzz_execute_stream: property violated: %s\n", what);
+  std::abort();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  google::protobuf::SetLogHandler([](google::protobuf::LogLevel, const char*, int,
+                                     const std::string&) {});
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::vector<tensorops::v1::ExecuteStreamRequest> messages;
+  for (size_t pos = 0; pos + 2 <= size && messages.size() < 256;) {
+    const size_t len = data[pos] | (size_t{data[pos + 1]} << 8);
+    pos += 2;
+    if (len > size - pos) break;
+    tensorops::v1::ExecuteStreamRequest m;
+    if (!m.ParseFromArray(data + pos, static_cast<int>(len))) return 0;
+    messages.push_back(std::move(m));
+    pos += len;
+  }
+  if (messages.empty() || !messages[0].has_header()) return 0;
+
+  tensorops::StreamLimits limits;
+  limits.max_rank = 8;
+  limits.max_stream_bytes = int64_t{1} << 20;
+  limits.chunk_bytes = 4096;
+  auto exec = tensorops::StreamedExecution::Begin(Registry(), messages[0].header(), limits);
+  if (!exec.ok()) return 0;
+  // What the client sent, per input, to replay through Execute.
+  std::vector<std::string> sent(messages[0].header().inputs_size());
+  for (size_t i = 1; i < messages.size(); ++i) {
+    if (!messages[i].has_chunk()) return 0;  // the reactor ends the call here too
+    const auto& chunk = messages[i].chunk();
+    if (!(*exec)->AddChunk(chunk).ok()) return 0;
+    sent[chunk.tensor()] += chunk.data();
+  }
+  if (!(*exec)->EndOfInput().ok()) return 0;
+  const absl::Status run = (*exec)->Run(nullptr, int64_t{1} << 20);
+
+  // The same call as one Execute message.
+  tensorops::v1::ExecuteRequest unary;
+  unary.set_op(messages[0].header().op());
+  *unary.mutable_attrs() = messages[0].header().attrs();
+  for (int i = 0; i < messages[0].header().inputs_size(); ++i) {
+    const auto& h = messages[0].header().inputs(i);
+    tensorops::v1::Tensor* t = unary.add_inputs();
+    t->set_dtype(h.dtype());
+    *t->mutable_shape() = h.shape();
+    t->set_raw_data(sent[i]);
+  }
+  tensorops::v1::ExecuteResponse expected;
+  const absl::Status unary_status = tensorops::Execute(Registry(), unary, &expected);
+  if (run.ok() != unary_status.ok()) Fail("ExecuteStream and Execute disagree on success");
+  if (!run.ok()) {
+    if (run.code() != unary_status.code()) Fail("ExecuteStream and Execute disagree on the code");
+    return 0;
+  }
+
+  tensorops::v1::StreamOutputHeader header;
+  (*exec)->FillOutputHeader(&header);
+  if (header.outputs_size() != 1) Fail("not exactly one output header");
+  std::string output;
+  tensorops::v1::TensorChunk chunk;
+  while ((*exec)->NextChunk(&chunk)) {
+    if (chunk.tensor() != 0) Fail("output chunk for another tensor");
+    if (chunk.offset() != output.size()) Fail("output chunk out of order");
+    if (chunk.data().empty() || static_cast<int64_t>(chunk.data().size()) > limits.chunk_bytes) {
+      Fail("output chunk empty or past the chunk size");
+    }
+    output += chunk.data();
+    chunk.Clear();
+  }
+  const uint32_t crc = static_cast<uint32_t>(
+      crc32_z(0, reinterpret_cast<const Bytef*>(output.data()), output.size()));
+  if (crc != header.outputs(0).crc32()) Fail("output CRC-32 differs from the header's");
+  const auto& want = expected.outputs(0);
+  if (header.outputs(0).dtype() != want.dtype()) Fail("dtype differs from Execute's");
+  if (header.outputs(0).shape_size() != want.shape_size()) Fail("rank differs from Execute's");
+  for (int i = 0; i < want.shape_size(); ++i) {
+    if (header.outputs(0).shape(i) != want.shape(i)) Fail("shape differs from Execute's");
+  }
+  if (output != want.raw_data()) Fail("bytes differ from Execute's");
+  return 0;
+}
