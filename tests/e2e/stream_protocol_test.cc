@@ -25,6 +25,7 @@ namespace {
 
 using ::tensorops::testing::ServerProcess;
 using ::testing::HasSubstr;
+using Clock = std::chrono::steady_clock;
 using Stream = grpc::ClientReaderWriter<v1::ExecuteStreamRequest, v1::ExecuteStreamResponse>;
 
 uint32_t Crc(const std::string& bytes) {
@@ -446,6 +447,38 @@ TEST_F(StreamProtocolTest, CancelledStreamFreesItsMemory) {
   // The server still serves.
   const RollCall c = MakeRoll(100);
   EXPECT_TRUE(Call(stub_.get(), Messages(c)).status.ok());
+}
+
+// A client that sends a header and then nothing holds its budget only until
+// --max_connection_age + --max_connection_age_grace close its connection.
+TEST(StreamStallTest, StalledUploadEndsWithTheConnectionAge) {
+  ServerProcess server;
+  ASSERT_TRUE(server.Start(TENSOROPS_SERVER_PATH,
+                           {"--metrics_port=0", "--max_connection_age=1s",
+                            "--max_connection_age_grace=1s"})
+                  .ok());
+  auto stub = v1::TensorOps::NewStub(
+      grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;  // no deadline: only the server can end it
+  std::unique_ptr<Stream> stream = stub->ExecuteStream(&ctx);
+  ASSERT_TRUE(stream->Write(
+      Header("Reverse", {{v1::DATA_TYPE_UINT8, {1 << 20}}, {v1::DATA_TYPE_INT64, {0}}}, {})));
+  const auto start = Clock::now();
+  v1::ExecuteStreamResponse resp;
+  EXPECT_FALSE(stream->Read(&resp));  // blocks until the connection goes
+  const grpc::Status status = stream->Finish();
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_FALSE(status.ok());
+  EXPECT_LT(seconds, 30) << status.error_code() << " " << status.error_message();
+  std::printf("stalled upload ended after %.1f s: %d %s\n", seconds, status.error_code(),
+              status.error_message().c_str());
+  bool released = false;
+  for (int i = 0; i < 1000 && !released; ++i) {
+    released = Metric(server, "tensorops_inflight_bytes", {}) == 0 &&
+               Metric(server, "tensorops_inflight_requests", {}) == 0;
+    if (!released) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(released);
 }
 
 // Admission control counts a stream's bytes from its header on.
