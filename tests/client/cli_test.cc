@@ -125,6 +125,41 @@ TEST_F(CliTest, RunPrintsNestedArrays) {
   EXPECT_EQ(r.out, "BOOL [2]\n[false, true]\n") << r.err;
 }
 
+// Streamed runs: the same output either way; a progress bar only when asked
+// for (--progress always) or on a terminal (never here: stderr is a file).
+TEST_F(CliTest, StreamedRunAndProgress) {
+  std::vector<uint8_t> big(size_t{3} << 20);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 7 + (i >> 12));
+  ASSERT_TRUE(
+      cli::WriteNpyFile(dir_ + "/s.npy", Tensor::View(big.data(), {3, int64_t{1} << 20})).ok());
+  const std::string call =
+      "tensorops run Roll --input @s.npy --input '[1]' --input '[0]' --output r.npy";
+  Result unary = Shell(call + " --stream never");
+  ASSERT_EQ(unary.exit_code, 0) << unary.err;
+  auto want = cli::ReadNpyFile(dir_ + "/r.npy");
+  ASSERT_TRUE(want.ok()) << want.status();
+  EXPECT_EQ(want->values<uint8_t>()[size_t{1} << 20], big[0]);  // row 0 moved to row 1
+
+  Result quiet = Shell(call + " --stream always");
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_EQ(quiet.err, "") << "a progress bar although stderr is not a terminal";
+  auto got = cli::ReadNpyFile(dir_ + "/r.npy");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(*got == *want);
+
+  // --stream_threshold moves the automatic switch: 1 MiB streams these 3 MiB.
+  Result bar = Shell(call + " --stream_threshold 1048576 --progress always");
+  ASSERT_EQ(bar.exit_code, 0) << bar.err;
+  EXPECT_NE(bar.err.find("\rtensorops: "), std::string::npos) << bar.err;
+  EXPECT_NE(bar.err.find(" of 6.00 MiB"), std::string::npos) << bar.err;  // 3 MiB each way
+  EXPECT_NE(bar.err.find("ETA"), std::string::npos) << bar.err;
+  EXPECT_NE(bar.err.find("transfer done in"), std::string::npos) << bar.err;
+
+  Result bad = Shell("tensorops run Roll --input 1 --input 1 --input 0 --stream sometimes");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--stream 'sometimes' is not auto, always or never"), std::string::npos);
+}
+
 TEST_F(CliTest, NpyRoundTrip) {
   // Write an input file with the library, run, read the CLI's output file back.
   std::vector<float> in = {1, 2, 3, 4, 5, 6};
