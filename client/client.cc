@@ -332,6 +332,7 @@ ExecuteResult Client::Impl::ExecuteStream(absl::string_view op, const Attrs& att
         o.bytes = elements * width;
         o.expected_crc = h.crc32();
         o.data.reserve(static_cast<size_t>(o.bytes));
+        client_internal::AdviseHugePages(o.data.data(), o.bytes);
         progress.bytes_to_receive += o.bytes;
         outputs.push_back(std::move(o));
       }

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "kernels/huge_pages.h"
+
 namespace tensorops {
 
 int64_t NumElements(const Shape& shape) {
@@ -19,6 +21,7 @@ Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape
   const int64_t bytes = num_bytes();
   // new char[0] is valid; keep a non-null pointer so views are uniform.
   data_.reset(new char[bytes > 0 ? bytes : 1]);
+  AdviseHugePages(data_.get(), bytes);
 }
 
 }  // namespace tensorops

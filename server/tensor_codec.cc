@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "kernels/huge_pages.h"
 #include "kernels/dtype.h"
 #include "kernels/float_formats.h"
 #include "kernels/shape.h"
@@ -473,7 +474,10 @@ void EncodeTensor(const TensorView& t, Encoding encoding, v1::Tensor* proto) {
 void* AllocateRawOutput(DType dtype, const Shape& shape, v1::Tensor* proto) {
   SetDTypeAndShape(dtype, shape, proto);
   std::string* raw = proto->mutable_raw_data();
-  raw->resize(static_cast<size_t>(NumElements(shape) * ElementWidth(dtype)));
+  const int64_t bytes = NumElements(shape) * ElementWidth(dtype);
+  raw->reserve(static_cast<size_t>(bytes));
+  AdviseHugePages(raw->data(), bytes);  // before resize() first touches it
+  raw->resize(static_cast<size_t>(bytes));
   // &(*raw)[0] is valid for an empty string too (it is the terminating NUL).
   return &(*raw)[0];
 }
