@@ -59,10 +59,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (messages.empty() || !messages[0].has_header()) return 0;
 
-  tensorops::StreamLimits limits;
+  tensorops::RequestLimits limits;
   limits.max_rank = 8;
   limits.max_stream_bytes = int64_t{1} << 20;
-  limits.chunk_bytes = 4096;
+  limits.stream_chunk_bytes = 4096;
   auto exec = tensorops::StreamedExecution::Begin(Registry(), messages[0].header(), limits);
   if (!exec.ok()) return 0;
   // What the client sent, per input, to replay through Execute.
@@ -103,7 +103,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   while ((*exec)->NextChunk(&chunk)) {
     if (chunk.tensor() != 0) Fail("output chunk for another tensor");
     if (chunk.offset() != output.size()) Fail("output chunk out of order");
-    if (chunk.data().empty() || static_cast<int64_t>(chunk.data().size()) > limits.chunk_bytes) {
+    if (chunk.data().empty() || static_cast<int64_t>(chunk.data().size()) > limits.stream_chunk_bytes) {
       Fail("output chunk empty or past the chunk size");
     }
     output += chunk.data();

@@ -22,11 +22,16 @@ struct RequestLimits {
   int64_t max_tensor_bytes = int64_t{256} << 20;
   // Decoded bytes of all inputs plus the output. RESOURCE_EXHAUSTED past it.
   int64_t max_request_bytes = int64_t{1} << 30;
+  // ExecuteStream (tensors past one message; max_rank applies there too):
+  // bytes of all inputs plus the output of one call. RESOURCE_EXHAUSTED past it.
+  int64_t max_stream_bytes = int64_t{8} << 30;
+  // ExecuteStream: the largest chunk accepted, and the size of the chunks sent.
+  int64_t stream_chunk_bytes = int64_t{1} << 20;
 
   // No limit at all (what the client SDK uses to decode replies).
   static RequestLimits Unlimited() {
     constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-    return RequestLimits{kMax, kMax, kMax, kMax};
+    return RequestLimits{kMax, kMax, kMax, kMax, kMax, kMax};
   }
 };
 

@@ -113,8 +113,6 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
   service_options.min_parallel_bytes = options.min_parallel_bytes;
   service_options.inline_max_bytes = options.inline_max_bytes;
   service_options.limits = options.limits;
-  service_options.stream_limits = options.stream_limits;
-  service_options.stream_limits.max_rank = options.limits.max_rank;
   service_options.auth_token = options.auth_token;
   s->service_ = std::make_unique<TensorOpsService>(&s->registry_, s->pool_.get(),
                                                    s->admission_.get(), s->metrics_.get(),

@@ -37,10 +37,9 @@ struct ServerOptions {
   bool access_log = false;
   int64_t min_parallel_bytes = int64_t{1} << 20;
   int64_t inline_max_bytes = 0;  // see TensorOpsService::Options
-  RequestLimits limits;  // --max_rank, --max_tensor_elements, --max_tensor_bytes, --max_request_bytes
-  // ExecuteStream: --max_stream_bytes, --stream_chunk_bytes (max_rank is
-  // taken from `limits`).
-  StreamLimits stream_limits;
+  // --max_rank, --max_tensor_elements, --max_tensor_bytes, --max_request_bytes,
+  // --max_stream_bytes, --stream_chunk_bytes.
+  RequestLimits limits;
   // Transport security (all PEM file paths; empty = off). tls_cert_file and
   // tls_key_file together turn on TLS; tls_client_ca_file (needs TLS) also
   // requires and verifies a client certificate signed by that CA (mTLS).

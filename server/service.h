@@ -34,8 +34,7 @@ class TensorOpsService final : public v1::TensorOps::CallbackService {
     // Outputs smaller than this run on the gRPC thread that received the
     // request instead of the pool; 0 (the default) keeps every kernel on the pool.
     int64_t inline_max_bytes = 0;
-    RequestLimits limits;  // per-request size limits (server/limits.h)
-    StreamLimits stream_limits;  // ExecuteStream's limits and chunk size
+    RequestLimits limits;  // per-request size limits, ExecuteStream's too (server/limits.h)
     // Non-empty: every call must carry "authorization: Bearer <auth_token>",
     // else UNAUTHENTICATED.
     std::string auth_token;

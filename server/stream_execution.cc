@@ -27,7 +27,7 @@ std::string Hex32(uint32_t v) { return absl::StrFormat("0x%08x", v); }
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<StreamedExecution>> StreamedExecution::Begin(
-    const OpRegistry& registry, const v1::StreamHeader& header, const StreamLimits& limits) {
+    const OpRegistry& registry, const v1::StreamHeader& header, const RequestLimits& limits) {
   std::unique_ptr<StreamedExecution> s(new StreamedExecution());
   s->limits_ = limits;
   s->attrs_ = DecodeAttrs(header.attrs());
@@ -93,10 +93,10 @@ absl::Status StreamedExecution::AddChunk(const v1::TensorChunk& chunk) {
     return absl::InvalidArgumentError(
         absl::StrCat("empty chunk for ", InputName(*def_, i), " at offset ", chunk.offset()));
   }
-  if (n > limits_.chunk_bytes) {
+  if (n > limits_.stream_chunk_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "chunk of ", n, " bytes for ", InputName(*def_, i), " exceeds the limit of ",
-        limits_.chunk_bytes, " bytes (--stream_chunk_bytes)"));
+        limits_.stream_chunk_bytes, " bytes (--stream_chunk_bytes)"));
   }
   if (chunk.offset() != static_cast<uint64_t>(in.received)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -174,7 +174,7 @@ void StreamedExecution::FillOutputHeader(v1::StreamOutputHeader* header) const {
 
 bool StreamedExecution::NextChunk(v1::TensorChunk* chunk) {
   if (sent_bytes_ >= output_bytes_) return false;
-  const int64_t n = std::min(limits_.chunk_bytes, output_bytes_ - sent_bytes_);
+  const int64_t n = std::min(limits_.stream_chunk_bytes, output_bytes_ - sent_bytes_);
   chunk->set_tensor(0);
   chunk->set_offset(static_cast<uint64_t>(sent_bytes_));
   chunk->set_data(static_cast<const char*>(output_.data()) + sent_bytes_, n);

@@ -27,26 +27,18 @@
 #include "kernels/op_registry.h"
 #include "kernels/tensor.h"
 #include "kernels/thread_pool.h"
+#include "server/limits.h"
 #include "tensorops/v1/tensorops.pb.h"
 
 namespace tensorops {
 
-struct StreamLimits {
-  // Rank of any streamed tensor (the same --max_rank as Execute).
-  int64_t max_rank = 32;
-  // Bytes of all inputs plus the output of one streamed call
-  // (--max_stream_bytes). RESOURCE_EXHAUSTED past it.
-  int64_t max_stream_bytes = int64_t{8} << 30;
-  // Largest chunk accepted, and the size of the chunks sent (--stream_chunk_bytes).
-  int64_t chunk_bytes = int64_t{1} << 20;
-};
-
 class StreamedExecution {
  public:
-  // Validates the header; allocates nothing. Unknown op: UNIMPLEMENTED;
+  // Validates the header against `limits` (max_rank, max_stream_bytes,
+  // stream_chunk_bytes); allocates nothing. Unknown op: UNIMPLEMENTED;
   // bad header: INVALID_ARGUMENT; too big: RESOURCE_EXHAUSTED (naming the flag).
   static absl::StatusOr<std::unique_ptr<StreamedExecution>> Begin(
-      const OpRegistry& registry, const v1::StreamHeader& header, const StreamLimits& limits);
+      const OpRegistry& registry, const v1::StreamHeader& header, const RequestLimits& limits);
 
   // Canonical op name (for metrics and logs).
   const std::string& op_name() const { return def_->spec.name; }
@@ -73,7 +65,7 @@ class StreamedExecution {
 
   // After Run: the output's description.
   void FillOutputHeader(v1::StreamOutputHeader* header) const;
-  // After Run: the next chunk of the output (at most chunk_bytes); false once
+  // After Run: the next chunk of the output (at most stream_chunk_bytes); false once
   // every byte has been handed out.
   bool NextChunk(v1::TensorChunk* chunk);
   // Frees the output (after the last chunk went out).
@@ -94,7 +86,7 @@ class StreamedExecution {
 
   const OpDef* def_ = nullptr;
   Attrs attrs_;
-  StreamLimits limits_;
+  RequestLimits limits_;
   std::vector<Input> inputs_;
   int64_t input_bytes_ = 0;
   int64_t output_bytes_ = 0;

@@ -86,7 +86,7 @@ class ExecuteStreamReactor final
     }
     op_text_ = request_.header().op().substr(0, 64);
     absl::StatusOr<std::unique_ptr<StreamedExecution>> exec = StreamedExecution::Begin(
-        *service_->registry_, request_.header(), service_->options_.stream_limits);
+        *service_->registry_, request_.header(), service_->options_.limits);
     if (!exec.ok()) return exec.status();
     op_index_ = service_->metrics_->OpIndex((*exec)->op_name());
     AdmissionController::Limit limit;

@@ -178,17 +178,17 @@ int main(int argc, char** argv) {
     }
   }
 
-  options.stream_limits.max_stream_bytes = absl::GetFlag(FLAGS_max_stream_bytes);
-  options.stream_limits.chunk_bytes = absl::GetFlag(FLAGS_stream_chunk_bytes);
-  if (options.stream_limits.max_stream_bytes < 0) {
+  options.limits.max_stream_bytes = absl::GetFlag(FLAGS_max_stream_bytes);
+  options.limits.stream_chunk_bytes = absl::GetFlag(FLAGS_stream_chunk_bytes);
+  if (options.limits.max_stream_bytes < 0) {
     std::fprintf(stderr, "tensorops-server: --max_stream_bytes must be >= 0\n");
     return 2;
   }
   // A chunk plus its message framing must fit in one gRPC message: the
   // chunk size is capped there (so a small --max_message_bytes alone works).
   const int64_t max_chunk = options.max_message_bytes - (int64_t{64} << 10);
-  options.stream_limits.chunk_bytes = std::min(options.stream_limits.chunk_bytes, max_chunk);
-  if (options.stream_limits.chunk_bytes < 4096) {
+  options.limits.stream_chunk_bytes = std::min(options.limits.stream_chunk_bytes, max_chunk);
+  if (options.limits.stream_chunk_bytes < 4096) {
     std::fprintf(stderr,
                  "tensorops-server: --stream_chunk_bytes must be at least 4096, and "
                  "--max_message_bytes at least 4096 + 64 KiB\n");
