@@ -111,13 +111,10 @@ absl::Status StreamedExecution::AddChunk(const v1::TensorChunk& chunk) {
   }
   if (in.dtype == DType::kBool) {
     // As Execute: a BOOL is one byte, 0 or 1 (kernels and readers rely on it).
-    for (int64_t k = 0; k < n; ++k) {
-      const int b = static_cast<uint8_t>(chunk.data()[k]);
-      if (b > 1) {
-        return absl::InvalidArgumentError(absl::StrCat(InputName(*def_, i), " byte ",
-                                                       in.received + k, " = ", b,
-                                                       " is not a valid BOOL (0 or 1)"));
-      }
+    if (const int64_t k = FindInvalidBool(chunk.data()); k >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          InputName(*def_, i), " byte ", in.received + k, " = ",
+          int{static_cast<uint8_t>(chunk.data()[k])}, " is not a valid BOOL (0 or 1)"));
     }
   }
   if (in.received == 0) in.tensor = Tensor(in.dtype, in.shape);

@@ -405,12 +405,10 @@ absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor& proto, absl::string
                        " of ", DTypeName(dtype), " needs ", *num_bytes));
     }
     if (dtype == DType::kBool) {
-      for (size_t i = 0; i < raw.size(); ++i) {
-        const int b = static_cast<uint8_t>(raw[i]);
-        if (b > 1) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(what, ".raw_data[", i, "] = ", b, " is not a valid BOOL (0 or 1)"));
-        }
+      if (const int64_t i = FindInvalidBool(raw); i >= 0) {
+        return absl::InvalidArgumentError(absl::StrCat(what, ".raw_data[", i, "] = ",
+                                                       int{static_cast<uint8_t>(raw[i])},
+                                                       " is not a valid BOOL (0 or 1)"));
       }
     }
     out.encoding = Encoding::kRaw;
@@ -480,6 +478,13 @@ void* AllocateRawOutput(DType dtype, const Shape& shape, v1::Tensor* proto) {
   raw->resize(static_cast<size_t>(bytes));
   // &(*raw)[0] is valid for an empty string too (it is the terminating NUL).
   return &(*raw)[0];
+}
+
+int64_t FindInvalidBool(absl::string_view bytes) {
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    if (static_cast<uint8_t>(bytes[i]) > 1) return static_cast<int64_t>(i);
+  }
+  return -1;
 }
 
 v1::DataType ToProtoDataType(DType dtype) {

@@ -55,6 +55,10 @@ void EncodeTensor(const TensorView& t, Encoding encoding, v1::Tensor* proto);
 // fill. Not for STRING.
 void* AllocateRawOutput(DType dtype, const Shape& shape, v1::Tensor* proto);
 
+// Index of the first byte of `bytes` (BOOL elements) that is neither 0 nor 1,
+// or -1 if all are valid. Execute and ExecuteStream both reject such bytes.
+int64_t FindInvalidBool(absl::string_view bytes);
+
 // DType <-> wire enum. ToProtoDataType(kInvalid) is DATA_TYPE_UNSPECIFIED.
 v1::DataType ToProtoDataType(DType dtype);
 DType FromProtoDataType(v1::DataType dtype);  // kInvalid for unknown values
