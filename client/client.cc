@@ -3,8 +3,6 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/codegen/client_unary_call.h>
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <thread>
 #include <utility>
@@ -12,6 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/wire_codec.h"
+#include "kernels/huge_pages.h"
+#include "server/crc32.h"
 #include "grpc/health/v1/health.pb.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
 
@@ -228,11 +228,6 @@ struct Client::Impl {
 
 namespace {
 
-uint32_t Crc32(uint32_t crc, const char* data, int64_t size) {
-  return static_cast<uint32_t>(
-      crc32_z(crc, reinterpret_cast<const Bytef*>(data), static_cast<z_size_t>(size)));
-}
-
 // One output of a streamed call while its chunks arrive.
 struct StreamedOutput {
   DataType dtype = DataType::kInvalid;
@@ -332,7 +327,7 @@ ExecuteResult Client::Impl::ExecuteStream(absl::string_view op, const Attrs& att
         o.bytes = elements * width;
         o.expected_crc = h.crc32();
         o.data.reserve(static_cast<size_t>(o.bytes));
-        client_internal::AdviseHugePages(o.data.data(), o.bytes);
+        AdviseHugePages(o.data.data(), o.bytes);
         progress.bytes_to_receive += o.bytes;
         outputs.push_back(std::move(o));
       }

@@ -1,6 +1,5 @@
 #include "client/wire_codec.h"
 
-#include "kernels/huge_pages.h"
 #include "kernels/status_macros.h"
 #include "server/tensor_codec.h"
 
@@ -17,7 +16,5 @@ absl::Status NormalizeToRaw(v1::Tensor* tensor, absl::string_view what) {
   tensor->Swap(&raw);
   return absl::OkStatus();
 }
-
-void AdviseHugePages(void* p, int64_t bytes) { tensorops::AdviseHugePages(p, bytes); }
 
 }  // namespace tensorops::client_internal

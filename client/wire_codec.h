@@ -6,8 +6,6 @@
 #ifndef TENSOROPS_CLIENT_WIRE_CODEC_H_
 #define TENSOROPS_CLIENT_WIRE_CODEC_H_
 
-#include <cstdint>
-
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "tensorops/v1/tensorops.pb.h"
@@ -18,9 +16,6 @@ namespace tensorops::client_internal {
 // names it in errors) and, if its elements came in a typed field, rewrites
 // them as raw_data, so that afterwards every non-STRING tensor is raw.
 absl::Status NormalizeToRaw(v1::Tensor* tensor, absl::string_view what);
-
-// kernels/huge_pages.h for the SDK's big receive buffers.
-void AdviseHugePages(void* p, int64_t bytes);
 
 }  // namespace tensorops::client_internal
 
