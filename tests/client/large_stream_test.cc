@@ -8,7 +8,6 @@
 // together, about a minute); CI runs it in the main suite.
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <random>
 #include <string>
 #include <thread>
@@ -32,15 +31,6 @@ uint8_t Value(int64_t i) { return static_cast<uint8_t>((i * 0x9E3779B1ull) >> 23
 int64_t Flat(int64_t a, int64_t b, int64_t c) { return (a * kD1 + b) * kD2 + c; }
 int64_t Mod(int64_t x, int64_t m) { return ((x % m) + m) % m; }
 
-int64_t StatusKiB(pid_t pid, const std::string& field) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field, 0) == 0) return std::stoll(line.substr(field.size()));
-  }
-  return -1;
-}
-
 TEST(LargeStreamTest, TwoAndAHalfGiBThroughEveryOp) {
   ServerProcess server;
   ASSERT_TRUE(server.Start(TENSOROPS_SERVER_PATH, {"--metrics_port=0"}).ok());
@@ -52,7 +42,7 @@ TEST(LargeStreamTest, TwoAndAHalfGiBThroughEveryOp) {
   std::vector<uint8_t> data(kBytes);
   for (int64_t i = 0; i < kBytes; ++i) data[i] = Value(i);
   const Tensor input = Tensor::View(data.data(), {kD0, kD1, kD2});
-  const int64_t baseline_kib = StatusKiB(server.pid(), "VmRSS:");
+  const int64_t baseline_kib = server.StatusKiB("VmRSS:");
 
   const std::vector<int32_t> rs_lengths = {static_cast<int32_t>(kD1), 1000, 1, 77777, 0};
   const std::vector<int64_t> onnx_lengths = {kD1, 1, 300000, 2, 123456};
@@ -126,7 +116,7 @@ TEST(LargeStreamTest, TwoAndAHalfGiBThroughEveryOp) {
   }
 
   // The server held one call's input plus output at a time, and little more.
-  const int64_t peak_kib = StatusKiB(server.pid(), "VmHWM:");
+  const int64_t peak_kib = server.StatusKiB("VmHWM:");
   const int64_t small_inputs_kib = 1;
   const int64_t limit_kib = baseline_kib + 2 * (kBytes >> 10) + small_inputs_kib + (192 << 10);
   std::printf("server peak RSS %.0f MiB (baseline %.0f MiB, input + output %.0f MiB)\n",

@@ -22,17 +22,9 @@ namespace {
 using ::tensorops::testing::ServerProcess;
 using ::testing::HasSubstr;
 
-double Metric(const ServerProcess& server, const std::string& name,
-              const std::map<std::string, std::string>& labels) {
-  absl::StatusOr<std::string> body = testing::HttpGet(server.metrics_port(), "/metrics");
-  if (!body.ok()) return -1;
-  absl::StatusOr<double> v = testing::FindSample(*body, name, labels);
-  return v.ok() ? *v : -1;
-}
-
 double Calls(const ServerProcess& server, const std::string& method, const std::string& op) {
-  return Metric(server, "tensorops_requests_total",
-                {{"method", method}, {"op", op}, {"code", "OK"}});
+  return testing::ScrapeSample(server.metrics_port(), "tensorops_requests_total",
+                               {{"method", method}, {"op", op}, {"code", "OK"}});
 }
 
 // Deterministic bytes for a tensor of `n` bytes.
@@ -230,7 +222,7 @@ TEST_F(StreamClientTest, TinyDeadlineOnAStreamedCall) {
   // Nothing stays in flight on the server.
   bool idle = false;
   for (int i = 0; i < 1000 && !idle; ++i) {
-    idle = Metric(*server_, "tensorops_inflight_bytes", {}) == 0;
+    idle = testing::ScrapeSample(server_->metrics_port(), "tensorops_inflight_bytes", {}) == 0;
     if (!idle) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_TRUE(idle);

@@ -14,7 +14,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <random>
@@ -34,23 +33,6 @@ namespace {
 
 using ::tensorops::testing::ServerProcess;
 using Clock = std::chrono::steady_clock;
-
-int64_t RssKiB(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
-  }
-  return -1;
-}
-
-double Metric(const ServerProcess& server, const std::string& name,
-              const std::map<std::string, std::string>& labels = {}) {
-  absl::StatusOr<std::string> body = testing::HttpGet(server.metrics_port(), "/metrics");
-  if (!body.ok()) return -1;
-  absl::StatusOr<double> v = testing::FindSample(*body, name, labels);
-  return v.ok() ? *v : -1;
-}
 
 void SetRaw(v1::Tensor* t, v1::DataType dtype, const std::vector<int64_t>& shape,
             const void* data, size_t bytes) {
@@ -278,9 +260,9 @@ class Driver {
 // Waits until the in-flight gauges and the queue are back at zero.
 bool Idle(const ServerProcess& server) {
   for (int i = 0; i < 1000; ++i) {
-    if (Metric(server, "tensorops_inflight_requests") == 0 &&
-        Metric(server, "tensorops_inflight_bytes") == 0 &&
-        Metric(server, "tensorops_queue_depth") == 0) {
+    if (testing::ScrapeSample(server.metrics_port(), "tensorops_inflight_requests") == 0 &&
+        testing::ScrapeSample(server.metrics_port(), "tensorops_inflight_bytes") == 0 &&
+        testing::ScrapeSample(server.metrics_port(), "tensorops_queue_depth") == 0) {
       return true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -308,7 +290,7 @@ TEST(OverloadTest, MixedHostileLoadLeavesNoStuckWorkAndNoGrowth) {
     SCOPED_TRACE(absl::StrCat("round ", round));
     for (const auto& [k, n] : driver.Round(kThreads, kRound)) total[k] += n;
     ASSERT_TRUE(Idle(server)) << "work left in flight after the load";
-    rss.push_back(RssKiB(server.pid()));
+    rss.push_back(server.StatusKiB("VmRSS:"));
     std::printf("round %d: server RSS %lld KiB\n", round, static_cast<long long>(rss.back()));
   }
   int64_t calls = 0;
@@ -328,19 +310,24 @@ TEST(OverloadTest, MixedHostileLoadLeavesNoStuckWorkAndNoGrowth) {
   EXPECT_GT((total[{kValidSmall, 0}] + total[{kValidLarge, 0}]), 0);
   // (Under a sanitizer a 1-3 ms deadline often passes before the call leaves
   // the client, so the server may never see one.)
-  if (!testing::kSanitized) EXPECT_GT(Metric(server, "tensorops_requests_total",
-                   {{"method", "Execute"}, {"op", "Reverse"}, {"code", "DEADLINE_EXCEEDED"}}) +
-                Metric(server, "tensorops_requests_total",
-                       {{"method", "Execute"}, {"op", "Reverse"}, {"code", "CANCELLED"}}),
-            0);
+  if (!testing::kSanitized) {
+    const int port = server.metrics_port();
+    const auto code = [port](const char* c) {
+      return testing::ScrapeSample(port, "tensorops_requests_total",
+                                   {{"method", "Execute"}, {"op", "Reverse"}, {"code", c}});
+    };
+    EXPECT_GT(code("DEADLINE_EXCEEDED") + code("CANCELLED"), 0);
+  }
   std::printf("%lld calls in %d rounds\n", static_cast<long long>(calls), 4);
 
   // No growth after the warm-up round: at most 32 MiB over round 1's RSS
   // (not under sanitizers: they keep freed memory).
-  if (!testing::kSanitized) EXPECT_LE(rss[3], rss[1] + 32 * 1024) << "RSS per round (KiB): " << rss[0] << " " << rss[1]
-                                         << " " << rss[2] << " " << rss[3];
+  if (!testing::kSanitized) {
+    EXPECT_LE(rss[3], rss[1] + 32 * 1024)
+        << "RSS per round (KiB): " << rss[0] << " " << rss[1] << " " << rss[2] << " " << rss[3];
+  }
   // Still serving, and a clean stop.
-  EXPECT_EQ(Metric(server, "tensorops_pool_threads"), 2);
+  EXPECT_EQ(testing::ScrapeSample(server.metrics_port(), "tensorops_pool_threads"), 2);
   EXPECT_EQ(server.Stop(), 0);
 }
 

@@ -11,6 +11,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -129,6 +131,16 @@ int ServerProcess::WaitForExit(int timeout_ms) {
   pid_ = -1;
   CloseStdout();
   return status;
+}
+
+int64_t ServerProcess::StatusKiB(const std::string& field) const {
+  if (pid_ <= 0) return -1;
+  std::ifstream in("/proc/" + std::to_string(pid_) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field, 0) == 0) return std::stoll(line.substr(field.size()));
+  }
+  return -1;
 }
 
 int ServerProcess::Stop() {

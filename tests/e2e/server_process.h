@@ -44,7 +44,10 @@ class ServerProcess {
   int WaitForExit(int timeout_ms);
 
   int port() const { return port_; }
-  int metrics_port() const { return metrics_port_; }  // -1 if the server printed none
+  int metrics_port() const { return metrics_port_; }
+  // A size field of /proc/PID/status in KiB ("VmRSS:", "VmHWM:"), or -1 when
+  // the server is not running or has no such field.
+  int64_t StatusKiB(const std::string& field) const;  // -1 if the server printed none
   pid_t pid() const { return pid_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
 

@@ -7,7 +7,6 @@
 
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -101,23 +100,6 @@ void AddChunks(std::vector<v1::ExecuteStreamRequest>* out, uint32_t tensor,
   for (size_t off = 0; off < data.size(); off += size) {
     out->push_back(Chunk(tensor, off, data.substr(off, size)));
   }
-}
-
-double Metric(const ServerProcess& server, const std::string& name,
-              const std::map<std::string, std::string>& labels) {
-  absl::StatusOr<std::string> body = testing::HttpGet(server.metrics_port(), "/metrics");
-  if (!body.ok()) return -1;
-  absl::StatusOr<double> v = testing::FindSample(*body, name, labels);
-  return v.ok() ? *v : -1;
-}
-
-int64_t RssKiB(pid_t pid, const std::string& field = "VmRSS:") {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field, 0) == 0) return std::stoll(line.substr(field.size()));
-  }
-  return -1;
 }
 
 class StreamProtocolTest : public ::testing::Test {
@@ -374,23 +356,27 @@ TEST_F(StreamProtocolTest, OpErrorsAfterTheUploadAreTheOpsOwn) {
 }
 
 TEST_F(StreamProtocolTest, MetricsCountStreamedCallsAndBytes) {
-  const double ok_before = Metric(*server_, "tensorops_requests_total",
-                                  {{"method", "ExecuteStream"}, {"op", "Roll"}, {"code", "OK"}});
+  const double ok_before =
+      testing::ScrapeSample(server_->metrics_port(), "tensorops_requests_total",
+                            {{"method", "ExecuteStream"}, {"op", "Roll"}, {"code", "OK"}});
   const double in_before =
-      Metric(*server_, "tensorops_stream_bytes_total", {{"op", "Roll"}, {"direction", "received"}});
+      testing::ScrapeSample(server_->metrics_port(), "tensorops_stream_bytes_total",
+                            {{"op", "Roll"}, {"direction", "received"}});
   const double out_before =
-      Metric(*server_, "tensorops_stream_bytes_total", {{"op", "Roll"}, {"direction", "sent"}});
+      testing::ScrapeSample(server_->metrics_port(), "tensorops_stream_bytes_total",
+                            {{"op", "Roll"}, {"direction", "sent"}});
   ASSERT_GE(ok_before, 0);
   const RollCall c = MakeRoll(5000);
   Result r = Call(stub_.get(), Messages(c));
   ASSERT_TRUE(r.status.ok()) << r.status.error_message();
-  EXPECT_EQ(Metric(*server_, "tensorops_requests_total",
-                   {{"method", "ExecuteStream"}, {"op", "Roll"}, {"code", "OK"}}),
+  EXPECT_EQ(testing::ScrapeSample(server_->metrics_port(), "tensorops_requests_total",
+                                  {{"method", "ExecuteStream"}, {"op", "Roll"}, {"code", "OK"}}),
             ok_before + 1);
-  EXPECT_EQ(Metric(*server_, "tensorops_stream_bytes_total",
-                   {{"op", "Roll"}, {"direction", "received"}}),
+  EXPECT_EQ(testing::ScrapeSample(server_->metrics_port(), "tensorops_stream_bytes_total",
+                                  {{"op", "Roll"}, {"direction", "received"}}),
             in_before + c.data.size() + 16);
-  EXPECT_EQ(Metric(*server_, "tensorops_stream_bytes_total", {{"op", "Roll"}, {"direction", "sent"}}),
+  EXPECT_EQ(testing::ScrapeSample(server_->metrics_port(), "tensorops_stream_bytes_total",
+                                  {{"op", "Roll"}, {"direction", "sent"}}),
             out_before + c.data.size());
 }
 
@@ -399,7 +385,7 @@ TEST_F(StreamProtocolTest, MetricsCountStreamedCallsAndBytes) {
 TEST_F(StreamProtocolTest, CancelledStreamFreesItsMemory) {
   const int64_t rows = int64_t{256} << 20 >> 2;  // 256 MiB of FLOAT32 ([rows, 1])
   const std::string piece(65536, 'x');
-  const int64_t baseline_kib = RssKiB(server_->pid());
+  const int64_t baseline_kib = server_->StatusKiB("VmRSS:");
   ASSERT_GT(baseline_kib, 0);
   for (int round = 0; round < 3; ++round) {
     SCOPED_TRACE(absl::StrCat("round ", round));
@@ -420,20 +406,22 @@ TEST_F(StreamProtocolTest, CancelledStreamFreesItsMemory) {
       ASSERT_TRUE(stream->Write(Chunk(0, sent, piece)));
     }
     // The server holds the upload: in flight and in bytes.
-    EXPECT_EQ(Metric(*server_, "tensorops_inflight_requests", {}), 1);
-    EXPECT_EQ(Metric(*server_, "tensorops_inflight_bytes", {}), 2.0 * rows * 4);
+    EXPECT_EQ(testing::ScrapeSample(server_->metrics_port(), "tensorops_inflight_requests", {}), 1);
+    EXPECT_EQ(testing::ScrapeSample(server_->metrics_port(), "tensorops_inflight_bytes", {}),
+              2.0 * rows * 4);
     ctx.TryCancel();
     EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
     bool released = false;
     for (int i = 0; i < 1000 && !released; ++i) {
-      released = Metric(*server_, "tensorops_inflight_requests", {}) == 0 &&
-                 Metric(*server_, "tensorops_inflight_bytes", {}) == 0;
+      released =
+          testing::ScrapeSample(server_->metrics_port(), "tensorops_inflight_requests", {}) == 0 &&
+          testing::ScrapeSample(server_->metrics_port(), "tensorops_inflight_bytes", {}) == 0;
       if (!released) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     EXPECT_TRUE(released);
     int64_t rss = 0;
     for (int i = 0; i < 200; ++i) {
-      rss = RssKiB(server_->pid());
+      rss = server_->StatusKiB("VmRSS:");
       if (rss < baseline_kib + 64 * 1024) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
@@ -441,8 +429,9 @@ TEST_F(StreamProtocolTest, CancelledStreamFreesItsMemory) {
     if (testing::kSanitized) continue;
     EXPECT_LT(rss, baseline_kib + 64 * 1024) << "RSS " << rss << " KiB, baseline " << baseline_kib;
   }
-  EXPECT_GE(Metric(*server_, "tensorops_requests_total",
-                   {{"method", "ExecuteStream"}, {"op", "Reverse"}, {"code", "CANCELLED"}}),
+  EXPECT_GE(testing::ScrapeSample(
+                server_->metrics_port(), "tensorops_requests_total",
+                {{"method", "ExecuteStream"}, {"op", "Reverse"}, {"code", "CANCELLED"}}),
             3);
   // The server still serves.
   const RollCall c = MakeRoll(100);
@@ -474,8 +463,8 @@ TEST(StreamStallTest, StalledUploadEndsWithTheConnectionAge) {
               status.error_message().c_str());
   bool released = false;
   for (int i = 0; i < 1000 && !released; ++i) {
-    released = Metric(server, "tensorops_inflight_bytes", {}) == 0 &&
-               Metric(server, "tensorops_inflight_requests", {}) == 0;
+    released = testing::ScrapeSample(server.metrics_port(), "tensorops_inflight_bytes", {}) == 0 &&
+               testing::ScrapeSample(server.metrics_port(), "tensorops_inflight_requests", {}) == 0;
     if (!released) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_TRUE(released);
@@ -504,20 +493,22 @@ TEST(StreamAdmissionTest, StreamedBytesCountAgainstTheInflightBudget) {
   ASSERT_TRUE(first->Write(header(40000000)));
   bool held = false;
   for (int i = 0; i < 1000 && !held; ++i) {
-    held = Metric(server, "tensorops_inflight_bytes", {}) == 80000000;
+    held = testing::ScrapeSample(server.metrics_port(), "tensorops_inflight_bytes", {}) == 80000000;
     if (!held) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ASSERT_TRUE(held);
   Result second = Call(stub.get(), {header(20000000)});
   EXPECT_EQ(second.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(second.status.error_message(), HasSubstr("in-flight byte budget exhausted"));
-  EXPECT_EQ(Metric(server, "tensorops_rejected_requests_total", {{"limit", "inflight_bytes"}}), 2);
+  EXPECT_EQ(testing::ScrapeSample(server.metrics_port(), "tensorops_rejected_requests_total",
+                                  {{"limit", "inflight_bytes"}}),
+            2);
   ctx.TryCancel();
   first->Finish();
   // The server sees the cancel a moment after the client does.
   bool released = false;
   for (int i = 0; i < 1000 && !released; ++i) {
-    released = Metric(server, "tensorops_inflight_bytes", {}) == 0;
+    released = testing::ScrapeSample(server.metrics_port(), "tensorops_inflight_bytes", {}) == 0;
     if (!released) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_TRUE(released);

@@ -202,6 +202,14 @@ absl::StatusOr<std::string> HttpGet(int port, const std::string& path, int timeo
   return body;
 }
 
+double ScrapeSample(int metrics_port, const std::string& name,
+                    const std::map<std::string, std::string>& labels) {
+  absl::StatusOr<std::string> body = HttpGet(metrics_port, "/metrics");
+  if (!body.ok()) return -1;
+  absl::StatusOr<double> v = FindSample(*body, name, labels);
+  return v.ok() ? *v : -1;
+}
+
 absl::StatusOr<double> FindSample(const std::string& body, const std::string& name,
                                   const std::map<std::string, std::string>& labels) {
   int matches = 0;

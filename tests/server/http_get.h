@@ -31,6 +31,12 @@ absl::StatusOr<std::string> HttpGet(int port, const std::string& path, int timeo
 absl::StatusOr<double> FindSample(const std::string& body, const std::string& name,
                                   const std::map<std::string, std::string>& labels);
 
+// GETs /metrics from 127.0.0.1:`metrics_port` and returns the sample
+// FindSample finds, or -1 if the scrape fails or no single sample matches
+// (every tensorops sample is >= 0, so -1 never passes for a real value).
+double ScrapeSample(int metrics_port, const std::string& name,
+                    const std::map<std::string, std::string>& labels = {});
+
 }  // namespace tensorops::testing
 
 #endif  // TENSOROPS_TESTS_SERVER_HTTP_GET_H_
