@@ -9,7 +9,7 @@
 #include <cstdlib>
 
 #include "absl/status/status.h"
-#include "google/protobuf/stubs/logging.h"
+#include "fuzz/fuzz_util.h"
 #include "kernels/op_registry.h"
 #include "server/execution.h"
 #include "server/limits.h"
@@ -17,26 +17,16 @@
 
 namespace {
 
-const tensorops::OpRegistry& Registry() {
-  static const tensorops::OpRegistry* registry = [] {
-    auto* r = new tensorops::OpRegistry();
-    tensorops::RegisterBuiltinOps(r);
-    return r;
-  }();
-  return *registry;
+[[noreturn]] void Fail(const char* what) {
+  tensorops::fuzz::PropertyViolated("fuzz_execute_bytes", what);
 }
 
-[[noreturn]] void Fail(const char* what) {
-  std::fprintf(stderr, "fuzz_execute_bytes: property violated: %s\n", what);
-  std::abort();
-}
+using tensorops::fuzz::Registry;
 
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  // Invalid UTF-8 in string fields is a parse failure; don't log each one.
-  google::protobuf::SetLogHandler([](google::protobuf::LogLevel, const char*, int,
-                                     const std::string&) {});
+  tensorops::fuzz::QuietProtobufLogs();
   return 0;
 }
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "google/protobuf/stubs/logging.h"
+#include "fuzz/fuzz_util.h"
 #include "kernels/op_registry.h"
 #include "server/execution.h"
 #include "server/stream_execution.h"
@@ -24,25 +24,16 @@
 
 namespace {
 
-const tensorops::OpRegistry& Registry() {
-  static const tensorops::OpRegistry* registry = [] {
-    auto* r = new tensorops::OpRegistry();
-    tensorops::RegisterBuiltinOps(r);
-    return r;
-  }();
-  return *registry;
+[[noreturn]] void Fail(const char* what) {
+  tensorops::fuzz::PropertyViolated("fuzz_execute_stream", what);
 }
 
-[[noreturn]] void Fail(const char* what) {
-  std::fprintf(stderr, "fuzz_execute_stream: property violated: %s\n", what);
-  std::abort();
-}
+using tensorops::fuzz::Registry;
 
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  google::protobuf::SetLogHandler([](google::protobuf::LogLevel, const char*, int,
-                                     const std::string&) {});
+  tensorops::fuzz::QuietProtobufLogs();
   return 0;
 }
 

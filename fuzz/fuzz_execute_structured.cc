@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "fuzz/fuzz_util.h"
 #include "kernels/dtype.h"
 #include "kernels/op_registry.h"
 #include "kernels/thread_pool.h"
@@ -29,24 +30,16 @@
 namespace tensorops {
 namespace {
 
-const OpRegistry& Registry() {
-  static const OpRegistry* registry = [] {
-    auto* r = new OpRegistry();
-    RegisterBuiltinOps(r);
-    return r;
-  }();
-  return *registry;
-}
-
 ThreadPool* Pool() {
   static ThreadPool* pool = new ThreadPool(2);
   return pool;
 }
 
 [[noreturn]] void Fail(const char* what) {
-  std::fprintf(stderr, "fuzz_execute_structured: property violated: %s\n", what);
-  std::abort();
+  tensorops::fuzz::PropertyViolated("fuzz_execute_structured", what);
 }
+
+using tensorops::fuzz::Registry;
 
 const DType kIntTypes[] = {DType::kInt8,  DType::kInt16,  DType::kInt32,  DType::kInt64,
                            DType::kUInt8, DType::kUInt16, DType::kUInt32, DType::kUInt64};
