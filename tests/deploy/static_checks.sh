@@ -169,9 +169,11 @@ grep -Eq '^USER [^0r]' "$DF" || fail "Dockerfile: runtime stage must set a non-r
 grep -Eq '^EXPOSE 50051 9464$' "$DF" || fail "Dockerfile: EXPOSE 50051 9464"
 grep -q '^HEALTHCHECK' "$DF" || fail "Dockerfile: no HEALTHCHECK"
 grep -q '^\.git$' "$ROOT/.dockerignore" && grep -q '^build$' "$ROOT/.dockerignore" || fail ".dockerignore: .git and build"
-# Runtime packages: the apt-get install line(s) after the last FROM.
+# Runtime packages: the words of the apt-get install command after the last
+# FROM that look like Debian package names (the command's own words, such as
+# "install", come along and match no library's package).
 RUNTIME_PKGS=$(awk '/^FROM/ {buf=""} {buf = buf "\n" $0} END {print buf}' "$DF" \
-  | sed -n '/apt-get install/,/rm -rf/p' | tr ' \\' '\n\n' | grep -E '^(lib[a-z0-9.+-]+|zlib1g)$' | sort -u)
+  | sed -n '/apt-get install/,/rm -rf/p' | tr ' \\' '\n\n' | grep -E '^[a-z0-9][a-z0-9.+-]+$' | sort -u)
 CLIENT_LIB=$(ldd "$CLI" | awk '/libtensorops_client/ {print $3}')
 [ -f "$CLIENT_LIB" ] || fail "cannot find libtensorops_client next to the CLI"
 missing=""
