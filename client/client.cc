@@ -311,20 +311,13 @@ ExecuteResult Client::Impl::ExecuteStream(absl::string_view op, const Attrs& att
         StreamedOutput o;
         o.dtype = static_cast<DataType>(h.dtype());
         o.shape.assign(h.shape().begin(), h.shape().end());
-        const int64_t width = DataTypeWidth(o.dtype);
-        int64_t elements = 1;
-        for (int64_t d : o.shape) {
-          if (d < 0 || (d > 0 && elements > INT64_MAX / d)) {
-            elements = -1;
-            break;
-          }
-          elements *= d;
-        }
-        if (width == 0 || elements < 0 || elements > INT64_MAX / width) {
-          reply_error = MalformedStream("bad output header");
+        absl::StatusOr<int64_t> bytes = client_internal::StreamedTensorBytes(
+            h, absl::StrCat("outputs[", outputs.size(), "]"));
+        if (!bytes.ok()) {
+          reply_error = MalformedStream(bytes.status().message());
           break;
         }
-        o.bytes = elements * width;
+        o.bytes = *bytes;
         o.expected_crc = h.crc32();
         o.data.reserve(static_cast<size_t>(o.bytes));
         AdviseHugePages(o.data.data(), o.bytes);

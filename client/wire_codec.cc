@@ -1,5 +1,8 @@
 #include "client/wire_codec.h"
 
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "kernels/shape.h"
 #include "kernels/status_macros.h"
 #include "server/tensor_codec.h"
 
@@ -15,6 +18,17 @@ absl::Status NormalizeToRaw(v1::Tensor* tensor, absl::string_view what) {
   EncodeTensor(decoded.view, Encoding::kRaw, &raw);
   tensor->Swap(&raw);
   return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> StreamedTensorBytes(const v1::TensorHeader& header,
+                                            absl::string_view what) {
+  const DType dtype = FromProtoDataType(header.dtype());
+  if (dtype == DType::kInvalid || dtype == DType::kString) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ".dtype ", header.dtype(),
+                                                   " is not a streamable element type"));
+  }
+  return CheckedByteSize(absl::Span<const int64_t>(header.shape().data(), header.shape_size()),
+                         ElementWidth(dtype), absl::StrCat(what, ".shape"));
 }
 
 }  // namespace tensorops::client_internal

@@ -6,7 +6,10 @@
 #ifndef TENSOROPS_CLIENT_WIRE_CODEC_H_
 #define TENSOROPS_CLIENT_WIRE_CODEC_H_
 
+#include <cstdint>
+
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "tensorops/v1/tensorops.pb.h"
 
@@ -16,6 +19,12 @@ namespace tensorops::client_internal {
 // names it in errors) and, if its elements came in a typed field, rewrites
 // them as raw_data, so that afterwards every non-STRING tensor is raw.
 absl::Status NormalizeToRaw(v1::Tensor* tensor, absl::string_view what);
+
+// Bytes of a streamed tensor (ExecuteStream's TensorHeader): element count x
+// width, checked as the server checks it (kernels/shape.h); INVALID_ARGUMENT
+// for a bad dtype (STRING included), a negative dim or an int64 overflow.
+absl::StatusOr<int64_t> StreamedTensorBytes(const v1::TensorHeader& header,
+                                            absl::string_view what);
 
 }  // namespace tensorops::client_internal
 
