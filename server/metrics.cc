@@ -313,6 +313,8 @@ int Metrics::OpIndex(absl::string_view op) const {
   return impl_->unknown_index;
 }
 
+int Metrics::unknown_op_index() const { return impl_->unknown_index; }
+
 void Metrics::RecordExecute(int op_index, grpc::StatusCode code, double seconds,
                             int64_t request_bytes, int64_t response_bytes) {
   const int op = impl_->AnyOp(op_index);

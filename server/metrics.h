@@ -42,6 +42,8 @@ class Metrics {
   // Index for the per-op methods below; unknown names map to "unknown".
   // Resolve once per request (a small linear scan over the op names).
   int OpIndex(absl::string_view op) const;
+  // The index of "unknown" (a call whose op is not known yet, or not at all).
+  int unknown_op_index() const;
 
   // One finished Execute: counts it under (op, code) and observes the whole
   // request duration and the request/response sizes.

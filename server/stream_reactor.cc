@@ -35,7 +35,7 @@ class ExecuteStreamReactor final
   ExecuteStreamReactor(TensorOpsService* service, grpc::CallbackServerContext* ctx)
       : service_(service), ctx_(ctx), start_(absl::Now()) {
     service_->last_arrival_ns_.store(absl::ToUnixNanos(start_));
-    op_index_ = service_->metrics_->OpIndex("unknown");
+    op_index_ = service_->metrics_->unknown_op_index();
     if (grpc::Status auth = service_->CheckAuth(ctx_); !auth.ok()) {
       Fail(auth);
       return;
