@@ -31,10 +31,21 @@ absl::Status AdmissionController::CheckBytes(int64_t bytes, Limit* limit) const 
   return absl::OkStatus();
 }
 
+absl::Status AdmissionController::CheckOpen() const {
+  if (closed_) return absl::UnavailableError("server is shutting down");
+  return absl::OkStatus();
+}
+
+void AdmissionController::Close() {
+  std::lock_guard<std::mutex> lock(mu_);
+  closed_ = true;
+}
+
 absl::Status AdmissionController::Admit(int64_t bytes, Limit* limit) {
   std::lock_guard<std::mutex> lock(mu_);
   *limit = Limit::kNone;
-  absl::Status s = CheckQueue(limit);
+  absl::Status s = CheckOpen();
+  if (s.ok()) s = CheckQueue(limit);
   if (s.ok()) s = CheckBytes(bytes, limit);
   if (!s.ok()) return s;
   ++queued_;
@@ -46,7 +57,8 @@ absl::Status AdmissionController::Admit(int64_t bytes, Limit* limit) {
 absl::Status AdmissionController::AdmitStream(int64_t bytes, Limit* limit) {
   std::lock_guard<std::mutex> lock(mu_);
   *limit = Limit::kNone;
-  absl::Status s = CheckBytes(bytes, limit);
+  absl::Status s = CheckOpen();
+  if (s.ok()) s = CheckBytes(bytes, limit);
   if (!s.ok()) return s;
   ++inflight_;
   bytes_ += bytes;

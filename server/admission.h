@@ -24,7 +24,8 @@ class AdmissionController {
       : max_queue_(max_queue), max_inflight_bytes_(max_inflight_bytes) {}
 
   // Takes a queue slot and `bytes` of the budget, or returns RESOURCE_EXHAUSTED
-  // saying which limit (and sets *limit).
+  // saying which limit (and sets *limit), or UNAVAILABLE once Close()d
+  // (*limit stays kNone).
   absl::Status Admit(int64_t bytes, Limit* limit);
   // For a streamed request, whose bytes arrive over time: takes `bytes` of
   // the budget (counted in flight from now on) but no queue slot yet; call
@@ -40,11 +41,16 @@ class AdmissionController {
   int64_t queued() const;
   int64_t inflight_requests() const;
   int64_t inflight_bytes() const;
+  // The drain: from now on Admit and AdmitStream refuse with UNAVAILABLE, so
+  // once WaitIdle returns true nothing is admitted any more. EnterQueue still
+  // works for streams admitted before (their upload may go on).
+  void Close();
   // Waits until no request is in flight, or until `deadline`. True if none is.
   bool WaitIdle(absl::Time deadline);
 
  private:
-  // Both with mu_ held.
+  // All three with mu_ held.
+  absl::Status CheckOpen() const;
   absl::Status CheckQueue(Limit* limit) const;
   absl::Status CheckBytes(int64_t bytes, Limit* limit) const;
 
@@ -57,6 +63,7 @@ class AdmissionController {
   int64_t queued_ = 0;            // guarded by mu_
   int64_t inflight_ = 0;          // guarded by mu_
   int64_t bytes_ = 0;             // guarded by mu_
+  bool closed_ = false;           // guarded by mu_
 };
 
 }  // namespace tensorops

@@ -27,6 +27,38 @@ bool ConstantTimeEquals(absl::string_view given, absl::string_view expected) {
   return diff == 0;
 }
 
+// Execute's reactor. It holds the call's admission (budget bytes and the
+// in-flight count) until OnDone, when gRPC has handed the reply to the
+// transport: the budget covers the response for as long as it exists, and
+// the drain's "nothing in flight" means every admitted reply has left, so the
+// server may then close its connections without cutting one off.
+class ExecuteReactor final : public grpc::ServerUnaryReactor {
+ public:
+  ExecuteReactor(AdmissionController* admission, Metrics* metrics)
+      : admission_(admission), metrics_(metrics) {}
+
+  // The call was admitted with `budget_bytes`; OnDone gives them back.
+  void HoldAdmission(int64_t budget_bytes) {
+    budget_bytes_ = budget_bytes;
+    admitted_ = true;
+  }
+
+  void OnDone() override {
+    if (admitted_) {
+      admission_->Finish(budget_bytes_);
+      metrics_->AddInflightRequests(-1);
+      metrics_->AddInflightBytes(-budget_bytes_);
+    }
+    delete this;
+  }
+
+ private:
+  AdmissionController* const admission_;
+  Metrics* const metrics_;
+  bool admitted_ = false;
+  int64_t budget_bytes_ = 0;
+};
+
 }  // namespace
 
 TensorOpsService::TensorOpsService(const OpRegistry* registry, ThreadPool* pool,
@@ -61,8 +93,7 @@ grpc::ServerUnaryReactor* TensorOpsService::Execute(grpc::CallbackServerContext*
                                                     const v1::ExecuteRequest* request,
                                                     v1::ExecuteResponse* response) {
   const absl::Time start = absl::Now();
-  last_arrival_ns_.store(absl::ToUnixNanos(start));
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  ExecuteReactor* reactor = new ExecuteReactor(admission_, metrics_);
   // Aliases ("Roll-7") count under their op's canonical name.
   const OpDef* def = registry_->Find(request->op());
   const int op_index = metrics_->OpIndex(def != nullptr ? def->spec.name : "unknown");
@@ -104,19 +135,23 @@ grpc::ServerUnaryReactor* TensorOpsService::Execute(grpc::CallbackServerContext*
   AdmissionController::Limit limit;
   absl::Status admitted = admission_->Admit(budget_bytes, &limit);
   if (!admitted.ok()) {
-    metrics_->RecordRejected(limit == AdmissionController::Limit::kQueue
-                                 ? Metrics::Limit::kQueue
-                                 : Metrics::Limit::kInflightBytes);
+    // kNone: admission is closed (the drain), not a limit.
+    if (limit != AdmissionController::Limit::kNone) {
+      metrics_->RecordRejected(limit == AdmissionController::Limit::kQueue
+                                   ? Metrics::Limit::kQueue
+                                   : Metrics::Limit::kInflightBytes);
+    }
     finish(ToGrpcStatus(admitted));
     return reactor;
   }
+  reactor->HoldAdmission(budget_bytes);
   metrics_->AddInflightRequests(1);
   metrics_->AddInflightBytes(budget_bytes);
   metrics_->SetQueueDepth(admission_->queued());
 
   // std::function needs a copyable callable: share the prepared execution.
   std::shared_ptr<PreparedExecution> exec = std::move(*prepared);
-  auto task = [this, ctx, exec, response, finish, op_index, budget_bytes, start] {
+  auto task = [this, ctx, exec, response, finish, op_index, start] {
     admission_->LeaveQueue();
     metrics_->SetQueueDepth(admission_->queued());
     const double queued_seconds = SecondsSince(start);
@@ -138,10 +173,7 @@ grpc::ServerUnaryReactor* TensorOpsService::Execute(grpc::CallbackServerContext*
       exec->Run(response, pool_, options_.min_parallel_bytes);
       metrics_->RecordKernel(op_index, queued_seconds, SecondsSince(kernel_start));
     }
-    finish(status);
-    admission_->Finish(budget_bytes);
-    metrics_->AddInflightRequests(-1);
-    metrics_->AddInflightBytes(-budget_bytes);
+    finish(status);  // the reactor gives the admission back in OnDone
   };
   // Opt-in (--inline_max_bytes, 0 by default): small outputs run on this
   // gRPC thread, saving the hand-off to the pool (BENCHMARKS.md, fix 1) at
@@ -158,7 +190,6 @@ grpc::ServerUnaryReactor* TensorOpsService::ListOps(grpc::CallbackServerContext*
                                                     const v1::ListOpsRequest*,
                                                     v1::ListOpsResponse* response) {
   const absl::Time start = absl::Now();
-  last_arrival_ns_.store(absl::ToUnixNanos(start));
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   grpc::Status status = CheckAuth(ctx);
   if (!status.ok()) {

@@ -59,8 +59,6 @@ class TensorOpsService final : public v1::TensorOps::CallbackService {
   // Drain, step 2 (drain timeout passed): queued requests are dropped with
   // UNAVAILABLE instead of running.
   void AbortQueued() { aborting_.store(true); }
-  // When the last Execute or ListOps call arrived (for the drain's quiet period).
-  absl::Time last_arrival() const { return absl::FromUnixNanos(last_arrival_ns_.load()); }
 
  private:
   friend class ExecuteStreamReactor;
@@ -72,7 +70,6 @@ class TensorOpsService final : public v1::TensorOps::CallbackService {
   const Options options_;
   std::atomic<bool> draining_{false};
   std::atomic<bool> aborting_{false};
-  std::atomic<int64_t> last_arrival_ns_{0};
   // "Bearer <token>", built once (empty when no token is configured).
   const std::string expected_authorization_;
 

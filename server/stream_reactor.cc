@@ -34,7 +34,6 @@ class ExecuteStreamReactor final
  public:
   ExecuteStreamReactor(TensorOpsService* service, grpc::CallbackServerContext* ctx)
       : service_(service), ctx_(ctx), start_(absl::Now()) {
-    service_->last_arrival_ns_.store(absl::ToUnixNanos(start_));
     op_index_ = service_->metrics_->unknown_op_index();
     if (grpc::Status auth = service_->CheckAuth(ctx_); !auth.ok()) {
       Fail(auth);
@@ -75,7 +74,17 @@ class ExecuteStreamReactor final
     Finish(grpc::Status::OK);
   }
 
-  void OnDone() override { delete this; }
+  // The admission is held until here, when gRPC has handed the final status
+  // to the transport, so the drain's "nothing in flight" means every admitted
+  // call's last byte has left (see ExecuteReactor in service.cc).
+  void OnDone() override {
+    if (admitted_) {
+      service_->admission_->Finish(budget_bytes_);
+      service_->metrics_->AddInflightRequests(-1);
+      service_->metrics_->AddInflightBytes(-budget_bytes_);
+    }
+    delete this;
+  }
 
  private:
   absl::Status OnHeader() {
@@ -179,6 +188,7 @@ class ExecuteStreamReactor final
   }
 
   void RecordRejected(AdmissionController::Limit limit) {
+    if (limit == AdmissionController::Limit::kNone) return;  // closed for the drain
     service_->metrics_->RecordRejected(limit == AdmissionController::Limit::kQueue
                                            ? Metrics::Limit::kQueue
                                            : Metrics::Limit::kInflightBytes);
@@ -189,7 +199,8 @@ class ExecuteStreamReactor final
     Finish(status);
   }
 
-  // Every call ends here exactly once: metrics, access log, memory, admission.
+  // Every call ends here exactly once: metrics, access log, memory (the
+  // admission is given back in OnDone).
   void Finish(const grpc::Status& status) {
     const double seconds = absl::ToDoubleSeconds(absl::Now() - start_);
     const int64_t received = exec_ != nullptr ? exec_->received_bytes() : 0;
@@ -204,11 +215,6 @@ class ExecuteStreamReactor final
     }
     // Free the tensors now, not when gRPC gets round to OnDone.
     exec_.reset();
-    if (admitted_) {
-      service_->admission_->Finish(budget_bytes_);
-      service_->metrics_->AddInflightRequests(-1);
-      service_->metrics_->AddInflightBytes(-budget_bytes_);
-    }
     grpc::ServerBidiReactor<v1::ExecuteStreamRequest, v1::ExecuteStreamResponse>::Finish(status);
   }
 
