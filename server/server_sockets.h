@@ -12,8 +12,12 @@
 // ends each connection. When no connection is left, grpc::Server::Shutdown
 // has nothing to cancel.
 //
-// Thread-safety: the functions are safe to call from any thread; they touch
-// only sockets whose local address is one of the given ones.
+// The sockets are found through /proc/net/{tcp,tcp6,unix} (their inodes)
+// and /proc/self/fd (which descriptor holds which inode), so no other
+// descriptor of the process is ever touched. Linux only.
+//
+// Thread-safety: the functions are safe to call from any thread; they act
+// only on sockets whose local address is one of the given ones.
 #ifndef TENSOROPS_SERVER_SERVER_SOCKETS_H_
 #define TENSOROPS_SERVER_SERVER_SOCKETS_H_
 
