@@ -8,10 +8,10 @@
 //
 // Unlike service_e2e_test's SIGTERM test, the clients here never hold off:
 // 16 unary clients send 1 MiB Rolls back to back, and 2 stream clients upload
-// (under sanitizers: 8 clients of 256 KiB and 1 stream client)
 // 4 MiB Rolls in slow chunks (so some are mid-upload at the signal), from
-// before the signal until several seconds after the server has gone. Repeated
-// so a race seen once in three runs cannot pass by luck.
+// before the signal until a second after the server has gone (under
+// sanitizers: 8 clients of 256 KiB and 1 stream client). Repeated so a race
+// seen once in three runs cannot pass by luck.
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <sys/wait.h>
