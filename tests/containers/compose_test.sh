@@ -269,15 +269,20 @@ wait_for 60 "the first 1000 calls of the load" marker_or_dead
 WINDOW_START=$EPOCHREALTIME
 before1=$(roll_ok 1) before3=$(roll_ok 3) ip2=$(ip_of tensorops-2)
 log "docker-compose -f deploy/docker-compose.yml stop tensorops-2 ($CONCURRENCY calls in flight)"
-s0=$SECONDS
-compose stop tensorops-2 >>"$W/compose.log" 2>&1 || fail "docker-compose stop tensorops-2"
-took=$((SECONDS - s0))
 c2=$(cid tensorops-2)
-state=$(podman inspect --format '{{.State.Status}} {{.State.ExitCode}}' "$c2")
-[ "$state" = "exited 0" ] || fail "tensorops-2 after stop: $state (want exited 0)"
-[ "$took" -lt "$GRACE" ] || fail "tensorops-2 took ${took}s to stop (stop_grace_period ${GRACE}s: it was killed)"
+s0=$(date +%s)
+compose stop tensorops-2 >>"$W/compose.log" 2>&1 || fail "docker-compose stop tensorops-2"
+took=$(($(date +%s) - s0))
+state=$(podman inspect --format '{{.State.Status}} {{.State.ExitCode}} {{.State.FinishedAt.Unix}}' "$c2")
+read -r status code finished <<<"$state"
+[ "$status $code" = "exited 0" ] || fail "tensorops-2 after stop: $status, exit code $code (want exited 0)"
+# The server's own exit, not compose's wall time (Podman's clean-up after the
+# exit takes seconds more under load). Exit code 0 already rules out SIGKILL.
+exited_after=$((finished - s0))
+[ "$exited_after" -lt "$GRACE" ] \
+  || fail "tensorops-2 exited ${exited_after}s after the stop (stop_grace_period ${GRACE}s)"
 podman logs "$c2" 2>&1 | tail -n 3 | sed 's/^/  tensorops-2: /'
-log "tensorops-2 exited 0 after ${took}s (stop_grace_period ${GRACE}s)"
+log "tensorops-2 exited 0 about ${exited_after}s after the stop (stop_grace_period ${GRACE}s; docker-compose stop returned after ${took}s)"
 
 sleep 3   # load on the two others only
 after1=$(roll_ok 1) after3=$(roll_ok 3)
