@@ -48,6 +48,8 @@ phase() {
 export CONTAINERS_CONF=$ROOT/deploy/podman/containers.conf
 export COMPOSE_PROJECT_NAME=tensorops-ctest
 export TENSOROPS_PUBLISH_ADDR=127.0.0.1
+# Not the compose file's default subnet, which a developer's own stack may hold.
+export TENSOROPS_SUBNET_PREFIX=${TENSOROPS_SUBNET_PREFIX:-172.29.52}
 COMPOSE_FILE=$ROOT/deploy/docker-compose.yml
 SERVICES=(tensorops-1 tensorops-2 tensorops-3 nginx prometheus)
 IMAGE=localhost/tensorops:latest
@@ -154,7 +156,7 @@ TENSOROPS_GRPC_PORT=$(free_port)
 TENSOROPS_PROMETHEUS_PORT=$(free_port)
 export TENSOROPS_GRPC_PORT TENSOROPS_PROMETHEUS_PORT
 STACK_UP=1
-log "docker-compose -f deploy/docker-compose.yml up -d ${SERVICES[*]} (gRPC on 127.0.0.1:$TENSOROPS_GRPC_PORT, Prometheus on 127.0.0.1:$TENSOROPS_PROMETHEUS_PORT)"
+log "docker-compose -f deploy/docker-compose.yml up -d --no-build ${SERVICES[*]} (gRPC on 127.0.0.1:$TENSOROPS_GRPC_PORT, Prometheus on 127.0.0.1:$TENSOROPS_PROMETHEUS_PORT)"
 # compose waits for the replicas' health before it creates nginx.
 timeout 180 docker-compose -f "$COMPOSE_FILE" up -d --no-build "${SERVICES[@]}" >"$W/up.log" 2>&1 \
   || { cat "$W/up.log"; fail "docker-compose up"; }
