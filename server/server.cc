@@ -101,22 +101,26 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
     if (!mport.ok()) return mport.status();
     s->metrics_port_ = *mport;
   }
-  s->admission_ =
-      std::make_unique<AdmissionController>(options.max_queue, options.max_inflight_bytes);
+  Metrics* metrics = s->metrics_.get();
+  s->admission_ = std::make_unique<AdmissionController>(
+      options.max_queue, options.max_inflight_bytes,
+      [metrics](int64_t inflight, int64_t bytes, int64_t queued) {
+        metrics->SetAdmission(inflight, bytes, queued);
+      });
   const int threads =
       options.threads > 0 ? options.threads
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   s->pool_ = std::make_unique<ThreadPool>(threads);
   s->metrics_->SetPoolThreads(threads);
-  TensorOpsService::Options service_options;
-  service_options.access_log = options.access_log;
-  service_options.min_parallel_bytes = options.min_parallel_bytes;
-  service_options.inline_max_bytes = options.inline_max_bytes;
-  service_options.limits = options.limits;
-  service_options.auth_token = options.auth_token;
-  s->service_ = std::make_unique<TensorOpsService>(&s->registry_, s->pool_.get(),
-                                                   s->admission_.get(), s->metrics_.get(),
-                                                   service_options);
+  CallPipeline::Options pipeline_options;
+  pipeline_options.access_log = options.access_log;
+  pipeline_options.min_parallel_bytes = options.min_parallel_bytes;
+  pipeline_options.inline_max_bytes = options.inline_max_bytes;
+  pipeline_options.limits = options.limits;
+  pipeline_options.auth_token = options.auth_token;
+  s->pipeline_ = std::make_unique<CallPipeline>(&s->registry_, s->pool_.get(),
+                                                s->admission_.get(), metrics, pipeline_options);
+  s->service_ = std::make_unique<TensorOpsService>(s->pipeline_.get());
 
   // Both are process-wide switches read by the next ServerBuilder.
   grpc::EnableDefaultHealthCheckService(true);
@@ -174,20 +178,20 @@ void TensorOpsServer::Shutdown() {
                                     absl::FormatDuration(options_.drain_timeout)));
   // Health first, so load balancers stop sending before we refuse.
   server_->GetHealthCheckService()->Shutdown();
-  service_->StartDraining();
+  pipeline_->StartDraining();
   const absl::Time drain_start = absl::Now();
   const absl::Time drain_deadline = drain_start + options_.drain_timeout;
   if (!admission_->WaitIdle(drain_deadline)) {
     Log(LogLevel::kWarning,
         absl::StrCat("drain timeout: dropping ", admission_->queued(),
                      " queued requests with UNAVAILABLE"));
-    service_->AbortQueued();
+    pipeline_->AbortQueued();
   }
   // Quiet period: calls that reached the transport but not yet a handler
   // would be CANCELLED by gRPC's shutdown; keep answering them UNAVAILABLE
   // (retryable) until none has arrived for a moment, within the drain timeout.
   const absl::Time quiet_until = std::min(drain_deadline, absl::Now() + kMaxQuietWait);
-  while (absl::Now() < quiet_until && absl::Now() - service_->last_arrival() < kQuietPeriod) {
+  while (absl::Now() < quiet_until && absl::Now() - pipeline_->last_arrival() < kQuietPeriod) {
     absl::SleepFor(absl::Milliseconds(20));
   }
   // Everything admitted has finished (or was dropped at the drain timeout);

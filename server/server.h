@@ -18,6 +18,7 @@
 #include "kernels/op_registry.h"
 #include "kernels/thread_pool.h"
 #include "server/admission.h"
+#include "server/call.h"
 #include "server/limits.h"
 #include "server/metrics.h"
 #include "server/service.h"
@@ -36,7 +37,7 @@ struct ServerOptions {
   absl::Duration drain_timeout = absl::Seconds(10);
   bool access_log = false;
   int64_t min_parallel_bytes = int64_t{1} << 20;
-  int64_t inline_max_bytes = 0;  // see TensorOpsService::Options
+  int64_t inline_max_bytes = 0;  // see CallPipeline::Options
   // --max_rank, --max_tensor_elements, --max_tensor_bytes, --max_request_bytes,
   // --max_stream_bytes, --stream_chunk_bytes.
   RequestLimits limits;
@@ -87,6 +88,7 @@ class TensorOpsServer {
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<AdmissionController> admission_;
   std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<CallPipeline> pipeline_;
   std::unique_ptr<TensorOpsService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
