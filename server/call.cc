@@ -33,6 +33,9 @@ ByteFieldNames AccessLogFields(CallMethod method) {
       return {"request_bytes", "response_bytes"};
     case CallMethod::kExecuteStream:
       return {"received_bytes", "sent_bytes"};
+    case CallMethod::kModelInfer:
+    case CallMethod::kModelStreamInfer:
+      return {"request_bytes", "response_bytes"};
   }
   return {"bytes_in", "bytes_out"};
 }

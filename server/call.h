@@ -99,6 +99,9 @@ class CallPipeline {
   // Drain, step 2 (drain timeout passed): queued calls are dropped with
   // UNAVAILABLE instead of running.
   void AbortQueued() { aborting_.store(true); }
+  // True from StartDraining on (the Open Inference Protocol's ServerReady
+  // answers false then, as grpc.health.v1 answers NOT_SERVING).
+  bool draining() const { return draining_.load(); }
   // When the last call arrived (any method).
   absl::Time last_arrival() const { return absl::FromUnixNanos(last_arrival_ns_.load()); }
 

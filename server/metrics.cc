@@ -87,6 +87,9 @@ struct MethodRow {
 constexpr std::array<MethodRow, kNumCallMethods> kMethods = {{
     {CallMethod::kExecute, "Execute", BytesKind::kMessageSizes},
     {CallMethod::kExecuteStream, "ExecuteStream", BytesKind::kStreamBytes},
+    {CallMethod::kModelInfer, "ModelInfer", BytesKind::kMessageSizes},
+    // One call per request message of the stream.
+    {CallMethod::kModelStreamInfer, "ModelStreamInfer", BytesKind::kMessageSizes},
 }};
 constexpr bool MethodsInOrder() {
   for (int i = 0; i < kNumCallMethods; ++i) {
@@ -149,6 +152,10 @@ struct Metrics::Impl {
   prometheus::Gauge* inflight_bytes = nullptr;
   prometheus::Gauge* queue_depth = nullptr;
   prometheus::Gauge* pool_threads = nullptr;
+  prometheus::Gauge* shm_regions = nullptr;
+  // [op_index], known ops + unknown: [0] success, [1] fail.
+  std::vector<std::array<prometheus::Counter*, 2>> call_seconds;
+  std::vector<prometheus::Gauge*> last_call;
 
   // Any index from OpIndex() is valid; clamp anything else to "unknown".
   int AnyOp(int op_index) const {
@@ -234,12 +241,12 @@ Metrics::Metrics(const std::vector<std::string>& ops)
 
   auto& request_size = prometheus::BuildHistogram()
                            .Name("tensorops_request_size_bytes")
-                           .Help("Size in bytes of each Execute request message.")
+                           .Help("Size in bytes of each Execute and ModelInfer request message.")
                            .Register(*registry_);
   auto& response_size = prometheus::BuildHistogram()
                             .Name("tensorops_response_size_bytes")
                             .Help(
-                                "Size in bytes of each Execute response message "
+                                "Size in bytes of each Execute and ModelInfer response message "
                                 "(0 when the RPC failed).")
                             .Register(*registry_);
   for (size_t op = 0; op < num_any; ++op) {
@@ -296,6 +303,29 @@ Metrics::Metrics(const std::vector<std::string>& ops)
                         .Help("Threads in the kernel thread pool.")
                         .Register(*registry_)
                         .Add({});
+  m.shm_regions = &prometheus::BuildGauge()
+                       .Name("tensorops_shared_memory_regions")
+                       .Help(
+                           "System shared-memory regions registered through the Open "
+                           "Inference Protocol (--shared_memory=system).")
+                       .Register(*registry_)
+                       .Add({});
+  auto& call_seconds = prometheus::BuildCounter()
+                           .Name("tensorops_call_seconds_total")
+                           .Help(
+                               "Cumulative whole-call seconds of finished calls of every front "
+                               "door, by op and result (success: OK; fail: any other code). "
+                               "ModelStatistics reports these.")
+                           .Register(*registry_);
+  auto& last_call = prometheus::BuildGauge()
+                        .Name("tensorops_last_call_timestamp_seconds")
+                        .Help("Unix time at which the last call of each op finished.")
+                        .Register(*registry_);
+  for (size_t op = 0; op < num_any; ++op) {
+    m.call_seconds.push_back({&call_seconds.Add({{"op", m.op_names[op]}, {"result", "success"}}),
+                              &call_seconds.Add({{"op", m.op_names[op]}, {"result", "fail"}})});
+    m.last_call.push_back(&last_call.Add({{"op", m.op_names[op]}}));
+  }
 }
 
 Metrics::~Metrics() = default;
@@ -341,6 +371,8 @@ void Metrics::RecordCall(CallMethod method, int op_index, grpc::StatusCode code,
   const int op = impl_->AnyOp(op_index);
   impl_->requests[m][op][CodeIndex(code)]->Increment();
   impl_->duration[m][op]->Observe(seconds);
+  impl_->call_seconds[op][code == grpc::StatusCode::OK ? 0 : 1]->Increment(seconds);
+  impl_->last_call[op]->SetToCurrentTime();
   switch (kMethods[m].bytes) {
     case BytesKind::kMessageSizes:
       impl_->request_size[op]->Observe(static_cast<double>(bytes_in));
@@ -387,6 +419,31 @@ void Metrics::SetAdmission(int64_t inflight_requests, int64_t inflight_bytes, in
 
 void Metrics::SetPoolThreads(int64_t threads) {
   impl_->pool_threads->Set(static_cast<double>(threads));
+}
+
+void Metrics::SetSharedMemoryRegions(int64_t regions) {
+  impl_->shm_regions->Set(static_cast<double>(regions));
+}
+
+Metrics::OpTotals Metrics::ReadOpTotals(int op_index) const {
+  OpTotals t;
+  if (!impl_->KnownOp(op_index)) return t;
+  for (int m = 0; m < kNumCallMethods; ++m) {
+    for (int code = 0; code < kNumCodes; ++code) {
+      const auto n = static_cast<uint64_t>(impl_->requests[m][op_index][code]->Value());
+      (code == 0 ? t.success_count : t.fail_count) += n;
+    }
+  }
+  t.success_seconds = impl_->call_seconds[op_index][0]->Value();
+  t.fail_seconds = impl_->call_seconds[op_index][1]->Value();
+  const prometheus::ClientMetric queue = impl_->queue_duration[op_index]->Collect();
+  t.queue_count = queue.histogram.sample_count;
+  t.queue_seconds = queue.histogram.sample_sum;
+  const prometheus::ClientMetric kernel = impl_->kernel_duration[op_index]->Collect();
+  t.kernel_count = kernel.histogram.sample_count;
+  t.kernel_seconds = kernel.histogram.sample_sum;
+  t.last_call_unix_seconds = impl_->last_call[op_index]->Value();
+  return t;
 }
 
 }  // namespace tensorops

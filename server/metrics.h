@@ -29,8 +29,8 @@ namespace tensorops {
 // The front doors of the service: the `method` label of per-call metrics and
 // the index of their metric children. A new front door adds a value here and
 // a row to kMethods in metrics.cc.
-enum class CallMethod { kExecute = 0, kExecuteStream = 1 };
-inline constexpr int kNumCallMethods = 2;
+enum class CallMethod { kExecute = 0, kExecuteStream = 1, kModelInfer = 2, kModelStreamInfer = 3 };
+inline constexpr int kNumCallMethods = 4;
 // "Execute", "ExecuteStream" (the gRPC method name).
 const char* CallMethodName(CallMethod method);
 
@@ -76,6 +76,24 @@ class Metrics {
   // calls waiting in the queue.
   void SetAdmission(int64_t inflight_requests, int64_t inflight_bytes, int64_t queued);
   void SetPoolThreads(int64_t threads);
+  // Registered system shared-memory regions (Open Inference Protocol).
+  void SetSharedMemoryRegions(int64_t regions);
+
+  // One op's numbers as /metrics shows them, summed over every front door
+  // (for the Open Inference Protocol's ModelStatistics).
+  struct OpTotals {
+    uint64_t success_count = 0;  // tensorops_requests_total{op, code="OK"}
+    uint64_t fail_count = 0;     // tensorops_requests_total{op, code!="OK"}
+    double success_seconds = 0;  // tensorops_call_seconds_total{op, result="success"}
+    double fail_seconds = 0;     // tensorops_call_seconds_total{op, result="fail"}
+    uint64_t queue_count = 0;    // tensorops_queue_duration_seconds{op}: count, sum
+    double queue_seconds = 0;
+    uint64_t kernel_count = 0;  // tensorops_kernel_duration_seconds{op}: count, sum
+    double kernel_seconds = 0;
+    double last_call_unix_seconds = 0;  // tensorops_last_call_timestamp_seconds{op}
+  };
+  // `op_index` from OpIndex(); unknown ops give zeros.
+  OpTotals ReadOpTotals(int op_index) const;
 
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
 

@@ -121,6 +121,13 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
   s->pipeline_ = std::make_unique<CallPipeline>(&s->registry_, s->pool_.get(),
                                                 s->admission_.get(), metrics, pipeline_options);
   s->service_ = std::make_unique<TensorOpsService>(s->pipeline_.get());
+  // The Open Inference Protocol: one more front door on the same pipeline.
+  ShmRegistry::Options shm_options;
+  shm_options.enabled = options.shared_memory;
+  shm_options.key_prefix = options.shared_memory_key_prefix;
+  s->shm_ = std::make_unique<ShmRegistry>(shm_options);
+  s->inference_service_ = std::make_unique<InferenceService>(s->pipeline_.get(), s->shm_.get(),
+                                                             !options.auth_token.empty());
 
   // Both are process-wide switches read by the next ServerBuilder.
   grpc::EnableDefaultHealthCheckService(true);
@@ -136,6 +143,11 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = MakeServerCredentials(options);
   if (!creds.ok()) return creds.status();
   builder.AddListeningPort(address, *creds, &s->port_);
+  // Extra addresses (--listen), e.g. a Unix socket for sidecars on this host.
+  std::vector<int> extra_ports(options.listen.size(), 0);
+  for (size_t i = 0; i < options.listen.size(); ++i) {
+    builder.AddListeningPort(options.listen[i], *creds, &extra_ports[i]);
+  }
   // Keepalive pings find dead peers (also idle ones); a maximum connection
   // age makes clients reconnect now and then, so L4 load balancers spread them.
   if (options.keepalive_time > absl::ZeroDuration()) {
@@ -162,9 +174,15 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
   builder.SetMaxReceiveMessageSize(max_message);
   builder.SetMaxSendMessageSize(max_message);
   builder.RegisterService(s->service_.get());
+  builder.RegisterService(s->inference_service_.get());
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
+  }
+  for (size_t i = 0; i < options.listen.size(); ++i) {
+    if (extra_ports[i] == 0) {
+      return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen[i]));
+    }
   }
   s->server_->GetHealthCheckService()->SetServingStatus(kServiceName, true);
   return s;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -19,16 +20,25 @@
 #include "kernels/thread_pool.h"
 #include "server/admission.h"
 #include "server/call.h"
+#include "server/inference_service.h"
 #include "server/limits.h"
 #include "server/metrics.h"
 #include "server/service.h"
+#include "server/shm_registry.h"
 
 namespace tensorops {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 50051;  // 0 picks a free port
-  int threads = 0;   // kernel pool size; 0 = hardware threads
+  // More addresses to serve on, as gRPC names them: "unix:/run/x.sock",
+  // "127.0.0.1:50052", ... (--listen).
+  std::vector<std::string> listen;
+  // System shared memory for the Open Inference Protocol (--shared_memory=system);
+  // off by default.
+  bool shared_memory = false;
+  std::string shared_memory_key_prefix;
+  int threads = 0;  // kernel pool size; 0 = hardware threads
   int64_t max_queue = 1024;
   int64_t max_inflight_bytes = int64_t{8} << 30;
   int64_t max_message_bytes = int64_t{272} << 20;
@@ -90,6 +100,8 @@ class TensorOpsServer {
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<CallPipeline> pipeline_;
   std::unique_ptr<TensorOpsService> service_;
+  std::unique_ptr<ShmRegistry> shm_;
+  std::unique_ptr<InferenceService> inference_service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   int metrics_port_ = -1;

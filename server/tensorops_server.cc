@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -21,6 +22,17 @@
 ABSL_FLAG(std::string, host, "127.0.0.1",
           "Address to listen on for gRPC (0.0.0.0 accepts connections from other hosts).");
 ABSL_FLAG(int, port, 50051, "gRPC port; 0 picks a free port (printed at start).");
+ABSL_FLAG(std::vector<std::string>, listen, {},
+          "More addresses to serve the same services on, comma-separated, as gRPC names "
+          "them: e.g. unix:/run/tensorops/tensorops.sock for sidecars on this host, or "
+          "0.0.0.0:50052. TLS and the bearer token apply to each.");
+ABSL_FLAG(std::string, shared_memory, "none",
+          "Open Inference Protocol shared memory: 'none' (default) or 'system' (callers on this "
+          "host may register POSIX shared-memory objects, which the server then maps; never "
+          "turn on for callers you would not let open files under /dev/shm).");
+ABSL_FLAG(std::string, shared_memory_key_prefix, "",
+          "With --shared_memory=system: only shared-memory keys starting with this (e.g. "
+          "/tensorops-) may be registered; empty allows any.");
 ABSL_FLAG(int, threads, 0, "Kernel thread pool size; 0 means one per hardware thread.");
 ABSL_FLAG(int64_t, max_queue, 1024,
           "Requests that may wait for a kernel thread; past it, RESOURCE_EXHAUSTED.");
@@ -138,6 +150,17 @@ int main(int argc, char** argv) {
   tensorops::ServerOptions options;
   options.host = absl::GetFlag(FLAGS_host);
   options.port = absl::GetFlag(FLAGS_port);
+  for (const std::string& address : absl::GetFlag(FLAGS_listen)) {
+    if (!address.empty()) options.listen.push_back(address);
+  }
+  if (const std::string shm = absl::GetFlag(FLAGS_shared_memory); shm == "system") {
+    options.shared_memory = true;
+  } else if (shm != "none") {
+    std::fprintf(stderr, "tensorops-server: --shared_memory must be 'none' or 'system', not '%s'\n",
+                 shm.c_str());
+    return 2;
+  }
+  options.shared_memory_key_prefix = absl::GetFlag(FLAGS_shared_memory_key_prefix);
   options.threads = absl::GetFlag(FLAGS_threads);
   options.max_queue = absl::GetFlag(FLAGS_max_queue);
   options.max_inflight_bytes = absl::GetFlag(FLAGS_max_inflight_bytes);
@@ -203,21 +226,25 @@ int main(int argc, char** argv) {
   }
   // Machine-readable lines on stdout (tests and scripts read the ports here).
   std::printf("tensorops-server listening on %s:%d\n", options.host.c_str(), (*server)->port());
+  for (const std::string& address : options.listen) {
+    std::printf("tensorops-server also listening on %s\n", address.c_str());
+  }
   if ((*server)->metrics_port() >= 0) {
     std::printf("tensorops-server metrics on http://%s:%d/metrics\n",
                 options.metrics_host.c_str(), (*server)->metrics_port());
   }
   std::fflush(stdout);
-  tensorops::Log(tensorops::LogLevel::kInfo,
-                 absl::StrCat("started: grpc ", options.host, ":", (*server)->port(),
-                              ", metrics port ", (*server)->metrics_port(), ", ",
-                              (*server)->threads(), " kernel threads, max_queue ",
-                              options.max_queue, ", max_inflight_bytes ",
-                              options.max_inflight_bytes, ", transport ",
-                              options.tls_cert_file.empty()          ? "plaintext"
-                              : options.tls_client_ca_file.empty() ? "TLS"
-                                                                   : "mutual TLS",
-                              options.auth_token.empty() ? "" : ", bearer token required"));
+  tensorops::Log(
+      tensorops::LogLevel::kInfo,
+      absl::StrCat("started: grpc ", options.host, ":", (*server)->port(), ", metrics port ",
+                   (*server)->metrics_port(), ", ", (*server)->threads(),
+                   " kernel threads, max_queue ", options.max_queue, ", max_inflight_bytes ",
+                   options.max_inflight_bytes, ", transport ",
+                   options.tls_cert_file.empty()        ? "plaintext"
+                   : options.tls_client_ca_file.empty() ? "TLS"
+                                                        : "mutual TLS",
+                   options.auth_token.empty() ? "" : ", bearer token required",
+                   options.shared_memory ? ", system shared memory on" : ""));
 
   std::thread waiter([&server, &signals] {
     int sig = 0;

@@ -150,6 +150,9 @@ TEST_F(MetricsTest, EveryFamilyHasHelpAndType) {
       {"tensorops_queue_depth", "gauge"},
       {"tensorops_pool_threads", "gauge"},
       {"tensorops_stream_bytes_total", "counter"},
+      {"tensorops_shared_memory_regions", "gauge"},
+      {"tensorops_call_seconds_total", "counter"},
+      {"tensorops_last_call_timestamp_seconds", "gauge"},
   };
   // The Exposer adds its own exposer_* families; count only ours.
   int help_lines = 0;
