@@ -99,6 +99,9 @@ class CallPipeline {
   // Drain, step 2 (drain timeout passed): queued calls are dropped with
   // UNAVAILABLE instead of running.
   void AbortQueued() { aborting_.store(true); }
+  // Stamps an arrival for the drain's quiet period without the gate (for
+  // calls that stay open while draining: ServerLive, ServerReady).
+  void NoteArrival(absl::Time now) { last_arrival_ns_.store(absl::ToUnixNanos(now)); }
   // True from StartDraining on (the Open Inference Protocol's ServerReady
   // answers false then, as grpc.health.v1 answers NOT_SERVING).
   bool draining() const { return draining_.load(); }
