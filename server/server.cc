@@ -185,6 +185,8 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
     }
   }
   s->server_->GetHealthCheckService()->SetServingStatus(kServiceName, true);
+  // The Open Inference Protocol's service too (its ServerReady agrees).
+  s->server_->GetHealthCheckService()->SetServingStatus("inference.GRPCInferenceService", true);
   return s;
 }
 
