@@ -11,7 +11,8 @@
 #include "absl/strings/str_format.h"
 #include "client/wire_codec.h"
 #include "kernels/huge_pages.h"
-#include "server/crc32.h"
+#include "wire/crc32.h"
+#include "wire/status.h"
 #include "grpc/health/v1/health.pb.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
 
@@ -58,36 +59,6 @@ TENSOROPS_SAME_DTYPE_(kComplex128, DATA_TYPE_COMPLEX128);
 TENSOROPS_SAME_DTYPE_(kFloat8E4M3, DATA_TYPE_FLOAT8_E4M3);
 TENSOROPS_SAME_DTYPE_(kFloat8E5M2, DATA_TYPE_FLOAT8_E5M2);
 #undef TENSOROPS_SAME_DTYPE_
-
-// gRPC and Abseil share the canonical status codes; checked per code.
-#define TENSOROPS_SAME_CODE_(absl_code, grpc_code)                 \
-  static_assert(static_cast<int>(absl::StatusCode::absl_code) ==   \
-                    static_cast<int>(grpc::StatusCode::grpc_code), \
-                #absl_code)
-TENSOROPS_SAME_CODE_(kOk, OK);
-TENSOROPS_SAME_CODE_(kCancelled, CANCELLED);
-TENSOROPS_SAME_CODE_(kUnknown, UNKNOWN);
-TENSOROPS_SAME_CODE_(kInvalidArgument, INVALID_ARGUMENT);
-TENSOROPS_SAME_CODE_(kDeadlineExceeded, DEADLINE_EXCEEDED);
-TENSOROPS_SAME_CODE_(kNotFound, NOT_FOUND);
-TENSOROPS_SAME_CODE_(kAlreadyExists, ALREADY_EXISTS);
-TENSOROPS_SAME_CODE_(kPermissionDenied, PERMISSION_DENIED);
-TENSOROPS_SAME_CODE_(kResourceExhausted, RESOURCE_EXHAUSTED);
-TENSOROPS_SAME_CODE_(kFailedPrecondition, FAILED_PRECONDITION);
-TENSOROPS_SAME_CODE_(kAborted, ABORTED);
-TENSOROPS_SAME_CODE_(kOutOfRange, OUT_OF_RANGE);
-TENSOROPS_SAME_CODE_(kUnimplemented, UNIMPLEMENTED);
-TENSOROPS_SAME_CODE_(kInternal, INTERNAL);
-TENSOROPS_SAME_CODE_(kUnavailable, UNAVAILABLE);
-TENSOROPS_SAME_CODE_(kDataLoss, DATA_LOSS);
-TENSOROPS_SAME_CODE_(kUnauthenticated, UNAUTHENTICATED);
-#undef TENSOROPS_SAME_CODE_
-
-// The one place a grpc::Status becomes an absl::Status: same code, same message.
-absl::Status FromGrpcStatus(const grpc::Status& status) {
-  if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
-}
 
 std::string Seconds(std::chrono::milliseconds ms) {
   return absl::StrFormat("%.3fs", static_cast<double>(ms.count()) / 1000.0);

@@ -4,7 +4,7 @@
 #include "absl/types/span.h"
 #include "kernels/shape.h"
 #include "kernels/status_macros.h"
-#include "server/tensor_codec.h"
+#include "wire/tensor_codec.h"
 
 namespace tensorops::client_internal {
 

@@ -1,4 +1,5 @@
-// Checks reply tensors with the server's own codec (server/tensor_codec.h).
+// Checks reply tensors with the wire layer's codec (wire/tensor_codec.h), the
+// one the server decodes requests with.
 // Kept apart from client.cc because the codec's kernel headers declare
 // tensorops::Tensor too: no translation unit includes both.
 //

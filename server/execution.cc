@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/status_macros.h"
-#include "server/attrs_codec.h"
+#include "wire/attrs_codec.h"
 
 namespace tensorops {
 

@@ -19,7 +19,7 @@
 #include "kernels/thread_pool.h"
 #include "server/admission.h"
 #include "server/call.h"
-#include "server/limits.h"
+#include "wire/limits.h"
 #include "server/metrics.h"
 #include "server/service.h"
 

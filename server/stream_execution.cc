@@ -8,9 +8,9 @@
 #include "absl/strings/str_format.h"
 #include "kernels/shape.h"
 #include "kernels/status_macros.h"
-#include "server/attrs_codec.h"
-#include "server/crc32.h"
-#include "server/tensor_codec.h"
+#include "wire/attrs_codec.h"
+#include "wire/crc32.h"
+#include "wire/tensor_codec.h"
 
 namespace tensorops {
 namespace {

@@ -27,7 +27,7 @@
 #include "kernels/op_registry.h"
 #include "kernels/tensor.h"
 #include "kernels/thread_pool.h"
-#include "server/limits.h"
+#include "wire/limits.h"
 #include "tensorops/v1/tensorops.pb.h"
 
 namespace tensorops {
