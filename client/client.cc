@@ -238,6 +238,10 @@ ExecuteResult Client::Impl::ExecuteStream(absl::string_view op, const Attrs& att
     h->set_crc32(Crc32(0, t.bytes().data(), static_cast<int64_t>(t.bytes().size())));
     progress.bytes_to_send += static_cast<int64_t>(t.bytes().size());
   }
+  // Known at once for the ops built into the SDK (their output inference);
+  // else from the server's output header.
+  progress.expected_bytes_to_receive =
+      client_internal::InferredOutputBytes(*header).value_or(0);
   const int64_t chunk_bytes = std::max<int64_t>(1, options.stream_chunk_bytes);
 
   grpc::ClientContext ctx;

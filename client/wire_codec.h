@@ -27,6 +27,13 @@ absl::Status NormalizeToRaw(v1::Tensor* tensor, absl::string_view what);
 absl::StatusOr<int64_t> StreamedTensorBytes(const v1::TensorHeader& header,
                                             absl::string_view what);
 
+// Output bytes of a streamed call, from the op's output inference
+// (OpDef::infer) for the built-in ops the SDK was built with: known before the
+// call starts, so progress can show a total at once. NOT_FOUND for an op the
+// SDK does not know (a newer server's); the header's own errors as the server
+// reports them.
+absl::StatusOr<int64_t> InferredOutputBytes(const v1::StreamHeader& header);
+
 }  // namespace tensorops::client_internal
 
 #endif  // TENSOROPS_CLIENT_WIRE_CODEC_H_
