@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/logging.h"
-#include "server/status_util.h"
+#include "wire/status.h"
 
 namespace tensorops {
 namespace {

@@ -60,7 +60,7 @@
 #include "kernels/op_registry.h"
 #include "kernels/thread_pool.h"
 #include "server/admission.h"
-#include "server/limits.h"
+#include "wire/limits.h"
 #include "server/metrics.h"
 
 namespace tensorops {
@@ -75,7 +75,7 @@ class CallPipeline {
     // Outputs smaller than this run on the thread that calls Run (a gRPC
     // thread) instead of the pool; 0 (the default) keeps every kernel on the pool.
     int64_t inline_max_bytes = 0;
-    RequestLimits limits;  // per-request size limits (server/limits.h)
+    RequestLimits limits;  // per-request size limits (wire/limits.h)
     // Non-empty: every call must carry "authorization: Bearer <auth_token>",
     // else UNAUTHENTICATED.
     std::string auth_token;

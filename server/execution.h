@@ -9,8 +9,8 @@
 #include "absl/status/statusor.h"
 #include "kernels/op_registry.h"
 #include "kernels/thread_pool.h"
-#include "server/limits.h"
-#include "server/tensor_codec.h"
+#include "wire/limits.h"
+#include "wire/tensor_codec.h"
 #include "tensorops/v1/tensorops.pb.h"
 
 namespace tensorops {

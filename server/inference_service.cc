@@ -9,7 +9,7 @@
 #include "absl/time/clock.h"
 #include "server/logging.h"
 #include "server/oip_codec.h"
-#include "server/status_util.h"
+#include "wire/status.h"
 
 #ifndef TENSOROPS_VERSION
 #error "TENSOROPS_VERSION must be defined by the build (server/CMakeLists.txt)"

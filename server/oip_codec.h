@@ -33,9 +33,9 @@
 #include "inference/grpc_service.pb.h"
 #include "kernels/op_registry.h"
 #include "kernels/thread_pool.h"
-#include "server/limits.h"
+#include "wire/limits.h"
 #include "server/shm_registry.h"
-#include "server/tensor_codec.h"
+#include "wire/tensor_codec.h"
 
 namespace tensorops {
 

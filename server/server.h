@@ -21,7 +21,7 @@
 #include "server/admission.h"
 #include "server/call.h"
 #include "server/inference_service.h"
-#include "server/limits.h"
+#include "wire/limits.h"
 #include "server/metrics.h"
 #include "server/service.h"
 #include "server/shm_registry.h"

@@ -7,7 +7,7 @@
 #include "absl/time/clock.h"
 #include "server/execution.h"
 #include "server/logging.h"
-#include "server/status_util.h"
+#include "wire/status.h"
 #include "server/stream_reactor.h"
 
 namespace tensorops {

@@ -61,7 +61,7 @@ ABSL_FLAG(bool, malloc_tuning, true,
           "Keep freed tensor buffers (up to 32 MiB each) in the heap for reuse instead of "
           "returning them to the OS, avoiding a page fault per 4 KiB on every large request. "
           "Memory is not returned to the OS after a burst.");
-// Request size limits (server/limits.h; README "Limits").
+// Request size limits (wire/limits.h; README "Limits").
 ABSL_FLAG(int64_t, max_rank, 32,
           "Largest rank of any input tensor (NumPy's limit); past it, INVALID_ARGUMENT.");
 ABSL_FLAG(int64_t, max_tensor_elements, int64_t{1} << 28,

@@ -1,4 +1,4 @@
-// Request size limits (server/limits.h) and the overflow paths of decoding:
+// Request size limits (wire/limits.h) and the overflow paths of decoding:
 // shape products, byte sizes, string payloads, request totals, sums of Roll
 // shifts. Also checks the limits reach the gRPC service (in-process server).
 #include <grpcpp/grpcpp.h>
@@ -14,9 +14,9 @@
 #include "gtest/gtest.h"
 #include "kernels/op_registry.h"
 #include "server/execution.h"
-#include "server/limits.h"
+#include "wire/limits.h"
 #include "server/server.h"
-#include "server/tensor_codec.h"
+#include "wire/tensor_codec.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
 
 namespace tensorops {

@@ -98,6 +98,9 @@ struct TransferProgress {
   int64_t bytes_to_send = 0;     // all input tensor bytes
   int64_t bytes_received = 0;    // output tensor bytes received
   int64_t bytes_to_receive = 0;  // all output bytes; 0 until the server has run the op
+  // All output bytes as the op's output inference gives them, from the start:
+  // for the ops built into the SDK; 0 for any other op.
+  int64_t expected_bytes_to_receive = 0;
 };
 using ProgressCallback = std::function<void(const TransferProgress&)>;
 

@@ -3,8 +3,8 @@
 // tensorops-server's flags (README "Limits").
 //
 // Thread-safety: a plain value type.
-#ifndef TENSOROPS_SERVER_LIMITS_H_
-#define TENSOROPS_SERVER_LIMITS_H_
+#ifndef TENSOROPS_WIRE_LIMITS_H_
+#define TENSOROPS_WIRE_LIMITS_H_
 
 #include <cstdint>
 #include <limits>
@@ -37,4 +37,4 @@ struct RequestLimits {
 
 }  // namespace tensorops
 
-#endif  // TENSOROPS_SERVER_LIMITS_H_
+#endif  // TENSOROPS_WIRE_LIMITS_H_
