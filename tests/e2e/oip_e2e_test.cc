@@ -13,8 +13,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -624,7 +626,77 @@ TEST_F(OipE2ETest, SharedMemoryLifecycle) {
   EXPECT_EQ(testing::ScrapeSample(server_->metrics_port(), "tensorops_shared_memory_regions"), 0);
 }
 
-TEST_F(OipE2ETest, RegionsBelongToTheTokenAndTokensAreShared) {
+TEST_F(OipE2ETest, UnregisterWhileCallsUseTheRegion) {
+  // Calls keep reading and writing a region while another client unregisters
+  // and re-registers it: each call either finds the region (and its result is
+  // right) or gets NOT_FOUND; nothing is unmapped under a call, the server
+  // lives on and the gauge ends at the right count.
+  Start({"--shared_memory=system"});
+  ShmObject obj(8 << 20);
+  const int64_t bytes = 4 << 20;  // UINT8 [1024, 4096], Reverse along axis 0
+  for (int64_t i = 0; i < bytes; ++i) obj.data()[i] = static_cast<char>(i / 4096);
+  ASSERT_TRUE(Register(stub_.get(), "r", obj.key(), 0, 8 << 20).ok());
+  ModelInferRequest r;
+  r.set_model_name("Reverse");
+  (*r.mutable_parameters())["mode"].set_string_param("index");
+  auto* data = r.add_inputs();
+  data->set_name("data");
+  data->set_datatype("UINT8");
+  data->add_shape(1024);
+  data->add_shape(4096);
+  InShm(data, "r", 0, bytes);
+  auto* axis = r.add_inputs();
+  axis->set_name("axis");
+  axis->set_datatype("INT64");
+  axis->add_shape(1);
+  axis->mutable_contents()->add_int64_contents(0);
+  OutShm(&r, "output", "r", bytes, bytes);
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> ok{0}, not_found{0}, other{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 3; ++t) {
+    callers.emplace_back([&] {
+      auto stub = GRPCInferenceService::NewStub(NewChannel(server_->address()));
+      while (!stop.load()) {
+        grpc::ClientContext ctx;
+        SetDeadline(&ctx);
+        ModelInferResponse out;
+        const grpc::Status st = stub->ModelInfer(&ctx, r, &out);
+        if (st.ok()) {
+          ++ok;
+        } else if (st.error_code() == grpc::StatusCode::NOT_FOUND) {
+          ++not_found;
+        } else {
+          ++other;
+          ADD_FAILURE() << st.error_message();
+        }
+      }
+    });
+  }
+  for (int i = 0; i < 40; ++i) {
+    grpc::ClientContext ctx;
+    inference::SystemSharedMemoryUnregisterRequest u;  // empty name: all
+    inference::SystemSharedMemoryUnregisterResponse ur;
+    ASSERT_TRUE(stub_->SystemSharedMemoryUnregister(&ctx, u, &ur).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    ASSERT_TRUE(Register(stub_.get(), "r", obj.key(), 0, 8 << 20).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  stop.store(true);
+  for (auto& t : callers) t.join();
+  EXPECT_GT(ok.load(), 0);
+  EXPECT_EQ(other.load(), 0);
+  // The last call's output is complete: row i of the result is input row 1023 - i.
+  for (int64_t row : {int64_t{0}, int64_t{511}, int64_t{1023}}) {
+    EXPECT_EQ(static_cast<uint8_t>(obj.data()[bytes + row * 4096]),
+              static_cast<uint8_t>(1023 - row));
+  }
+  EXPECT_EQ(testing::ScrapeSample(server_->metrics_port(), "tensorops_shared_memory_regions"), 1);
+  std::printf("calls: %d OK, %d NOT_FOUND\n", ok.load(), not_found.load());
+}
+
+TEST_F(OipE2ETest, SharedMemoryNeedsTheToken) {
   const std::string dir = ::testing::TempDir();
   const std::string token_file = absl::StrCat(dir, "/oip-token-", getpid());
   std::ofstream(token_file) << "s3cret\n";
