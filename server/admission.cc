@@ -33,6 +33,16 @@ absl::Status AdmissionController::CheckBytes(int64_t bytes, Limit* limit) const 
   return absl::OkStatus();
 }
 
+absl::Status AdmissionController::CheckOpen() const {
+  if (closed_) return absl::UnavailableError("server is shutting down");
+  return absl::OkStatus();
+}
+
+void AdmissionController::Close() {
+  std::lock_guard<std::mutex> lock(mu_);
+  closed_ = true;
+}
+
 void AdmissionController::Notify() const {
   if (observer_) observer_(inflight_, bytes_, queued_);
 }
@@ -42,7 +52,8 @@ absl::StatusOr<AdmissionTicket> AdmissionController::Admit(int64_t bytes, Queue 
   std::lock_guard<std::mutex> lock(mu_);
   *limit = Limit::kNone;
   const bool take_slot = queue == Queue::kNow;
-  absl::Status s = take_slot ? CheckQueue(limit) : absl::OkStatus();
+  absl::Status s = CheckOpen();
+  if (s.ok() && take_slot) s = CheckQueue(limit);
   if (s.ok()) s = CheckBytes(bytes, limit);
   if (!s.ok()) return s;
   if (take_slot) ++queued_;

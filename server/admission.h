@@ -50,8 +50,13 @@ class AdmissionController {
         observer_(std::move(observer)) {}
 
   // Takes `bytes` of the budget (and with Queue::kNow a queue slot), or
-  // returns RESOURCE_EXHAUSTED saying which limit (and sets *limit).
+  // returns RESOURCE_EXHAUSTED saying which limit (and sets *limit), or
+  // UNAVAILABLE once Close()d (*limit stays kNone).
   absl::StatusOr<AdmissionTicket> Admit(int64_t bytes, Queue queue, Limit* limit);
+  // The drain: from now on Admit refuses with UNAVAILABLE, so once WaitIdle
+  // returns true nothing is admitted any more. A ticket's EnterQueue still
+  // works for streams admitted before (their upload may go on).
+  void Close();
 
   int64_t queued() const;
   int64_t inflight_requests() const;
@@ -63,6 +68,7 @@ class AdmissionController {
   friend class AdmissionTicket;
 
   // All with mu_ held.
+  absl::Status CheckOpen() const;
   absl::Status CheckQueue(Limit* limit) const;
   absl::Status CheckBytes(int64_t bytes, Limit* limit) const;
   void Notify() const;
@@ -82,6 +88,7 @@ class AdmissionController {
   int64_t queued_ = 0;            // guarded by mu_
   int64_t inflight_ = 0;          // guarded by mu_
   int64_t bytes_ = 0;             // guarded by mu_
+  bool closed_ = false;           // guarded by mu_
 };
 
 // One admitted call's share of the controller: move-only; empty when

@@ -58,8 +58,7 @@ CallPipeline::CallPipeline(const OpRegistry* registry, ThreadPool* pool,
                                   ? std::string()
                                   : absl::StrCat("Bearer ", options_.auth_token)) {}
 
-absl::Status CallPipeline::Gate(const grpc::CallbackServerContext& ctx, absl::Time now) {
-  last_arrival_ns_.store(absl::ToUnixNanos(now));
+absl::Status CallPipeline::Gate(const grpc::CallbackServerContext& ctx) {
   if (!expected_authorization_.empty()) {
     const auto& metadata = ctx.client_metadata();
     auto it = metadata.find("authorization");
@@ -85,7 +84,7 @@ Call::Call(CallPipeline* pipeline, CallMethod method, grpc::CallbackServerContex
       start_(absl::Now()),
       op_index_(pipeline->metrics_->unknown_op_index()) {}
 
-absl::Status Call::Open() { return pipeline_->Gate(*ctx_, start_); }
+absl::Status Call::Open() { return pipeline_->Gate(*ctx_); }
 
 void Call::SetOp(absl::string_view requested, const OpDef* def) {
   op_text_ = std::string(requested.substr(0, 64));
@@ -99,7 +98,10 @@ absl::Status Call::Admit(int64_t budget_bytes, AdmissionController::Queue queue)
   absl::StatusOr<AdmissionTicket> ticket =
       pipeline_->admission_->Admit(budget_bytes, queue, &limit);
   if (!ticket.ok()) {
-    pipeline_->metrics_->RecordRejected(MetricsLimit(limit));
+    // kNone: admission is closed (the drain), not a limit.
+    if (limit != AdmissionController::Limit::kNone) {
+      pipeline_->metrics_->RecordRejected(MetricsLimit(limit));
+    }
     return ticket.status();
   }
   ticket_ = *std::move(ticket);
@@ -184,7 +186,10 @@ void Call::Finish(const absl::Status& status, int64_t bytes_in, int64_t bytes_ou
                      bytes_in, " ", fields.out, "=", bytes_out,
                      " us=", static_cast<int64_t>(seconds * 1e6)));
   }
-  ticket_.Release();
+  // The admission ticket is not given back here but when the Call is
+  // destroyed (the reactor's OnDone): until gRPC has handed the reply to the
+  // transport it still holds its bytes, and the drain's "nothing in flight"
+  // means every admitted reply has left.
   // Last: once the RPC is finished gRPC may run OnDone and delete this Call.
   FinishRpc finish_rpc = std::move(finish_rpc_);
   finish_rpc(rpc_status);

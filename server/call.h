@@ -4,8 +4,7 @@
 // wire format into an op call (op name, inputs, attributes) and the result
 // back. Everything else a call goes through lives here, once:
 //
-//   Open()        arrival time, the drain's last-arrival stamp, the bearer
-//                 token and the drain gate;
+//   Open()        the bearer token and the drain gate;
 //   SetOp()       the op the call names (metrics label, access log);
 //   Admit()       admission control: an AdmissionTicket (RAII) for the call's
 //                 bytes and, with Queue::kNow, a queue slot; refusals counted;
@@ -17,7 +16,9 @@
 //                 drain abort, DEADLINE_EXCEEDED, CANCELLED) or runs the
 //                 kernel, timing queue and kernel;
 //   Finish()      exactly once: request metrics, the error log, the access
-//                 log, the ticket's release, then the RPC's own finish.
+//                 log, then the RPC's own finish;
+//   ~Call()       from the reactor's OnDone: the ticket goes back once gRPC
+//                 has handed the reply to the transport (the drain waits for it).
 //
 // CallPipeline is the state every call shares (registry, pool, admission,
 // metrics, options, drain flags); one per service.
@@ -89,24 +90,18 @@ class CallPipeline {
   const RequestLimits& limits() const { return options_.limits; }
   Metrics* metrics() const { return metrics_; }
 
-  // Stamps an arrival (for the drain's quiet period), then: the bearer token
-  // (UNAUTHENTICATED), then the drain gate (UNAVAILABLE). For calls outside
-  // the Call lifecycle (ListOps) as for those inside it.
-  absl::Status Gate(const grpc::CallbackServerContext& ctx, absl::Time now);
+  // The bearer token (UNAUTHENTICATED), then the drain gate (UNAVAILABLE).
+  // For calls outside the Call lifecycle (ListOps) as for those inside it.
+  absl::Status Gate(const grpc::CallbackServerContext& ctx);
 
   // Drain, step 1: new calls are refused with UNAVAILABLE from now on.
   void StartDraining() { draining_.store(true); }
   // Drain, step 2 (drain timeout passed): queued calls are dropped with
   // UNAVAILABLE instead of running.
   void AbortQueued() { aborting_.store(true); }
-  // Stamps an arrival for the drain's quiet period without the gate (for
-  // calls that stay open while draining: ServerLive, ServerReady).
-  void NoteArrival(absl::Time now) { last_arrival_ns_.store(absl::ToUnixNanos(now)); }
   // True from StartDraining on (the Open Inference Protocol's ServerReady
   // answers false then, as grpc.health.v1 answers NOT_SERVING).
   bool draining() const { return draining_.load(); }
-  // When the last call arrived (any method).
-  absl::Time last_arrival() const { return absl::FromUnixNanos(last_arrival_ns_.load()); }
 
  private:
   friend class Call;
@@ -120,7 +115,6 @@ class CallPipeline {
   const std::string expected_authorization_;
   std::atomic<bool> draining_{false};
   std::atomic<bool> aborting_{false};
-  std::atomic<int64_t> last_arrival_ns_{0};
 };
 
 // One RPC of a front door, from arrival to finish. See the file comment.
@@ -136,6 +130,7 @@ class Call {
   using AfterFn = absl::AnyInvocable<void(absl::Status status)>;
 
   // Stamps the arrival time. `pipeline` and `ctx` must outlive the call.
+  // Owned by the front door's reactor and destroyed in its OnDone.
   Call(CallPipeline* pipeline, CallMethod method, grpc::CallbackServerContext* ctx,
        FinishRpc finish_rpc);
   Call(const Call&) = delete;
@@ -150,7 +145,7 @@ class Call {
 
   // Admission of `budget_bytes` (all the call holds at its peak). On refusal
   // counts it (tensorops_rejected_requests_total) and returns
-  // RESOURCE_EXHAUSTED; Finish with it.
+  // RESOURCE_EXHAUSTED, or UNAVAILABLE during a drain; Finish with it.
   absl::Status Admit(int64_t budget_bytes, AdmissionController::Queue queue);
   // The queue slot of a call admitted with Queue::kLater; refusal as Admit.
   absl::Status EnterQueue();
@@ -161,9 +156,9 @@ class Call {
 
   // Ends the call, exactly once (from any step, any thread): records
   // metrics (bytes_in/bytes_out as CallMethod says: message sizes or
-  // tensor bytes), logs a failure (rate-limited) and the access line, gives
-  // back the admission ticket, then finishes the RPC. The Call may be
-  // destroyed as soon as the RPC's OnDone runs.
+  // tensor bytes), logs a failure (rate-limited) and the access line, then
+  // finishes the RPC. The admission ticket stays held until the Call is
+  // destroyed, which the owning reactor does in OnDone.
   void Finish(const absl::Status& status, int64_t bytes_in, int64_t bytes_out);
 
   grpc::CallbackServerContext* context() const { return ctx_; }

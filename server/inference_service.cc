@@ -26,7 +26,7 @@ using inference::ModelStreamInferResponse;
 template <typename Fn>
 grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* ctx, CallPipeline* pipeline, Fn fn) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  absl::Status status = pipeline->Gate(*ctx, absl::Now());
+  absl::Status status = pipeline->Gate(*ctx);
   if (status.ok()) status = fn();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
@@ -199,7 +199,6 @@ grpc::ServerUnaryReactor* InferenceService::ServerLive(grpc::CallbackServerConte
                                                        const inference::ServerLiveRequest*,
                                                        inference::ServerLiveResponse* response) {
   // Open like grpc.health.v1: a process that answers is live.
-  pipeline_->NoteArrival(absl::Now());
   response->set_live(true);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
@@ -210,9 +209,7 @@ grpc::ServerUnaryReactor* InferenceService::ServerReady(grpc::CallbackServerCont
                                                         const inference::ServerReadyRequest*,
                                                         inference::ServerReadyResponse* response) {
   // Open like grpc.health.v1, and false from the moment the drain starts
-  // (health then answers NOT_SERVING; new calls get UNAVAILABLE). An arrival
-  // like any other: the drain's quiet period keeps answering while probes come.
-  pipeline_->NoteArrival(absl::Now());
+  // (health then answers NOT_SERVING; new calls get UNAVAILABLE).
   response->set_ready(!pipeline_->draining());
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(grpc::Status::OK);

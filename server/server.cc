@@ -4,24 +4,52 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include <grpc/support/log.h>
+
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "grpc/health/v1/health.pb.h"
 #include "server/logging.h"
+#include "server/server_sockets.h"
 
 namespace tensorops {
 namespace {
 
 constexpr char kServiceName[] = "tensorops.v1.TensorOps";
-// The drain's quiet period: no new call for this long, waited at most kMaxQuietWait.
-constexpr absl::Duration kQuietPeriod = absl::Milliseconds(200);
-constexpr absl::Duration kMaxQuietWait = absl::Seconds(2);
+// The drain (see Shutdown): how long health watchers get to read NOT_SERVING
+// before the connections close; how long calls dropped at the drain timeout
+// get to send their UNAVAILABLE; how long gRPC gets to close connections
+// after their FIN.
+constexpr absl::Duration kAnnounceNotServing = absl::Milliseconds(100);
+constexpr absl::Duration kAbortedCallsWait = absl::Seconds(1);
+constexpr absl::Duration kConnectionsCloseWait = absl::Seconds(2);
+
+// Set once a drain has shut a listener down (Shutdown, step 3).
+std::atomic<bool> g_listeners_shut{false};
+
+// gRPC's own log lines (errors only, unless GRPC_VERBOSITY says otherwise) in
+// the server's format. One line is dropped: the "Failed accept4" of gRPC's
+// accept loop when the drain has shut the listener down, which is the drain
+// working, not an error.
+void GrpcLog(gpr_log_func_args* args) {
+  if (g_listeners_shut.load(std::memory_order_relaxed) &&
+      std::strstr(args->message, "Failed accept4") != nullptr) {
+    return;
+  }
+  const char* slash = std::strrchr(args->file, '/');
+  Log(args->severity == GPR_LOG_SEVERITY_ERROR ? LogLevel::kError : LogLevel::kInfo,
+      absl::StrCat("grpc ", slash != nullptr ? slash + 1 : args->file, ":", args->line, ": ",
+                   args->message));
+}
 
 absl::StatusOr<std::string> ReadPemFile(const std::string& flag, const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -129,6 +157,7 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
   s->inference_service_ = std::make_unique<InferenceService>(s->pipeline_.get(), s->shm_.get(),
                                                              !options.auth_token.empty());
 
+  gpr_set_log_function(&GrpcLog);  // process-wide
   // Both are process-wide switches read by the next ServerBuilder.
   grpc::EnableDefaultHealthCheckService(true);
   // Explicit init: with --as-needed the reflection library's static
@@ -183,6 +212,12 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
     if (extra_ports[i] == 0) {
       return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen[i]));
     }
+    // The drain ends these transports too (Shutdown, step 3).
+    if (absl::StartsWith(options.listen[i], "unix:")) {
+      s->extra_unix_paths_.push_back(options.listen[i].substr(5));
+    } else {
+      s->extra_tcp_ports_.push_back(extra_ports[i]);
+    }
   }
   s->server_->GetHealthCheckService()->SetServingStatus(kServiceName, true);
   // The Open Inference Protocol's service too (its ServerReady agrees).
@@ -196,27 +231,50 @@ void TensorOpsServer::Shutdown() {
   Log(LogLevel::kInfo, absl::StrCat("draining: health NOT_SERVING, refusing new requests, ",
                                     admission_->inflight_requests(), " in flight, timeout ",
                                     absl::FormatDuration(options_.drain_timeout)));
-  // Health first, so load balancers stop sending before we refuse.
-  server_->GetHealthCheckService()->Shutdown();
-  pipeline_->StartDraining();
   const absl::Time drain_start = absl::Now();
   const absl::Time drain_deadline = drain_start + options_.drain_timeout;
+  // 1. Health first, so load balancers stop sending; every new call is
+  // answered UNAVAILABLE from now on, and nothing more is admitted.
+  server_->GetHealthCheckService()->Shutdown();
+  pipeline_->StartDraining();
+  admission_->Close();
+  // 2. Admitted calls finish. A call counts as admitted until gRPC has handed
+  // its last byte to the transport (the reactors' OnDone), so "idle" means
+  // every admitted reply has left. At the drain timeout queued calls are
+  // answered UNAVAILABLE without running.
   if (!admission_->WaitIdle(drain_deadline)) {
     Log(LogLevel::kWarning,
         absl::StrCat("drain timeout: dropping ", admission_->queued(),
                      " queued requests with UNAVAILABLE"));
     pipeline_->AbortQueued();
+    admission_->WaitIdle(absl::Now() + kAbortedCallsWait);
   }
-  // Quiet period: calls that reached the transport but not yet a handler
-  // would be CANCELLED by gRPC's shutdown; keep answering them UNAVAILABLE
-  // (retryable) until none has arrived for a moment, within the drain timeout.
-  const absl::Time quiet_until = std::min(drain_deadline, absl::Now() + kMaxQuietWait);
-  while (absl::Now() < quiet_until && absl::Now() - pipeline_->last_arrival() < kQuietPeriod) {
-    absl::SleepFor(absl::Milliseconds(20));
+  absl::SleepFor(kAnnounceNotServing - (absl::Now() - drain_start));
+  // 3. End the transport before gRPC's own shutdown (server/server_sockets.h):
+  // the listener refuses new connections and each connection gets a FIN, so
+  // a call that arrives from now on fails at the transport, which the client
+  // reports as UNAVAILABLE. grpc::Server::Shutdown with clients still sending
+  // would instead cancel what reaches it before they read its GOAWAY
+  // (CANCELLED, which no client may see unless it cancelled).
+  ServedAddresses served{{port_}, extra_unix_paths_};
+  served.tcp_ports.insert(served.tcp_ports.end(), extra_tcp_ports_.begin(),
+                          extra_tcp_ports_.end());
+  g_listeners_shut.store(true);
+  const std::vector<int> listeners = ShutdownListeners(served);
+  const absl::Time close_deadline = absl::Now() + kConnectionsCloseWait;
+  int open = 0;
+  while ((open = ShutdownConnections(served, listeners)) > 0 &&
+         absl::Now() < close_deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
   }
-  // Everything admitted has finished (or was dropped at the drain timeout);
-  // cancel whatever is left at once. The pool stays up until the server is
-  // down because Shutdown waits for every outstanding callback.
+  if (open > 0) {
+    Log(LogLevel::kWarning, absl::StrCat(open, " connections still open ",
+                                         absl::FormatDuration(kConnectionsCloseWait),
+                                         " after their FIN"));
+  }
+  // 4. Nothing is connected: gRPC's shutdown has nothing left to cancel. The
+  // pool stays up until the server is down because Shutdown waits for every
+  // outstanding callback.
   const absl::Time drained = absl::Now();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(100));
   Log(LogLevel::kInfo,

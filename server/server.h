@@ -104,6 +104,9 @@ class TensorOpsServer {
   std::unique_ptr<InferenceService> inference_service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
+  // Where --listen added transports (the drain shuts them like port_).
+  std::vector<int> extra_tcp_ports_;
+  std::vector<std::string> extra_unix_paths_;
   int metrics_port_ = -1;
   bool shut_down_ = false;
 };

@@ -87,7 +87,7 @@ grpc::ServerUnaryReactor* TensorOpsService::ListOps(grpc::CallbackServerContext*
                                                     v1::ListOpsResponse* response) {
   const absl::Time start = absl::Now();
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  const absl::Status gate = pipeline_->Gate(*ctx, start);
+  const absl::Status gate = pipeline_->Gate(*ctx);
   if (gate.ok()) {
     DescribeOps(pipeline_->registry(), response);
   } else if (gate.code() == absl::StatusCode::kUnauthenticated) {

@@ -24,6 +24,21 @@ GL_SRC=../shared/tools/grpcurl-lite
 
 stamp() { echo "sanitizer_tests: $* ($(date +%T))"; }
 
+# The sanitizers symbolize stacks with llvm-symbolizer. Without it every frame
+# is <null>, the function-name suppressions of tools/tsan.supp and lsan.supp
+# stop matching, and tests fail for reasons that have nothing to do with them:
+# refuse to run instead (tools/setup.sh installs llvm-14).
+SYMBOLIZER=$(command -v llvm-symbolizer || command -v llvm-symbolizer-14 ||
+  { [ -x /usr/lib/llvm-14/bin/llvm-symbolizer ] && echo /usr/lib/llvm-14/bin/llvm-symbolizer; } ||
+  true)
+if [ -z "$SYMBOLIZER" ]; then
+  echo "sanitizer_tests: llvm-symbolizer not found (Debian package llvm-14; run tools/setup.sh):" \
+    "sanitizer reports would have no function names and tools/*.supp would not match" >&2
+  exit 2
+fi
+export ASAN_SYMBOLIZER_PATH=$SYMBOLIZER
+export TSAN_SYMBOLIZER_PATH=$SYMBOLIZER
+
 # grpcurl-lite for the README cookbook test (as tools/test.sh does).
 grpcurl_lite() {
   if [ -d "$GL_SRC" ]; then
@@ -48,7 +63,7 @@ if [[ " $SANITIZERS " == *" asan "* ]]; then
   stamp "ASan+UBSan: ctest (whole suite)"
   (
     cd "$ASAN_DIR"
-    export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1
+    export ASAN_OPTIONS=external_symbolizer_path=$SYMBOLIZER:detect_leaks=1:abort_on_error=0:strict_string_checks=1
     export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
     export LSAN_OPTIONS=suppressions=$ROOT/tools/lsan.supp
     # sdk_install_quickstart builds an outside project against the installed
@@ -75,13 +90,13 @@ if [[ " $SANITIZERS " == *" tsan "* ]]; then
     "-DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread" >/dev/null
   cmake --build "$TSAN_DIR" -j "$JOBS" --target tensorops-server tensorops \
     kernels_thread_pool_test server_e2e_test service_e2e_test client_test cli_test limits_test \
-    stream_protocol_test stream_client_test overload_test oip_e2e_test
+    stream_protocol_test stream_client_test overload_test drain_test oip_e2e_test
   stamp "TSan: concurrency tests"
   (
     cd "$TSAN_DIR"
-    export TSAN_OPTIONS="suppressions=$ROOT/tools/tsan.supp:halt_on_error=1:second_deadlock_stack=1:history_size=4"
+    export TSAN_OPTIONS="external_symbolizer_path=$SYMBOLIZER:suppressions=$ROOT/tools/tsan.supp:halt_on_error=1:second_deadlock_stack=1:history_size=4"
     ctest --output-on-failure -j "$JOBS" --timeout 900 \
-      -R '^(ThreadPoolTest|ServerE2ETest|ServiceE2ETest|TwoServersTest|ClientTest|ClientOptionsTest|CliTest|LimitsServiceTest|StreamProtocolTest|StreamAdmissionTest|StreamClientTest|OverloadTest|OipE2ETest)\.|^oip_python_client$'
+      -R '^(ThreadPoolTest|ServerE2ETest|ServiceE2ETest|TwoServersTest|ClientTest|ClientOptionsTest|CliTest|LimitsServiceTest|StreamProtocolTest|StreamAdmissionTest|StreamClientTest|OverloadTest|DrainTest|OipE2ETest)\.|^oip_python_client$'
   )
 fi
 stamp "done"

@@ -12,8 +12,10 @@ fi
 PACKAGES=(
   # toolchain
   g++ cmake ninja-build pkg-config ca-certificates
-  # fuzzers and sanitizer builds (fuzz/, tools/sanitizer_tests.sh)
-  clang libclang-rt-14-dev
+  # fuzzers and sanitizer builds (fuzz/, tools/sanitizer_tests.sh); llvm-14 holds
+  # llvm-symbolizer: without it sanitizer stacks are <null> frames, so
+  # tools/tsan.supp (matched by function name) stops matching
+  clang libclang-rt-14-dev llvm-14
   # libraries (see ../shared/toolchain.md)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev grpc-proto

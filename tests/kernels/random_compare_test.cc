@@ -151,7 +151,8 @@ Case MakeReverseCase(Gen* g) {
     c.attrs = {{"mode", Str("index")}};
     const DType it = g->Pick(kIntegerTypes);
     std::vector<int64_t> axes;
-    const int64_t n = rank == 0 ? 0 : g->Uniform(0, rank);  // duplicates allowed
+    // Duplicates allowed, and more entries than axes (OpenVINO accepts them).
+    const int64_t n = rank == 0 ? 0 : g->Uniform(0, 2 * rank + 1);
     for (int64_t i = 0; i < n; ++i) axes.push_back(RandomAxis(g, rank, IsSigned(it)));
     c.expected = ReferenceReverse(data, axes);
     c.inputs = {std::move(data), Vec(it, axes)};

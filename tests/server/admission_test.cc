@@ -121,6 +121,20 @@ TEST_F(AdmissionTest, StreamTicketTakesItsQueueSlotLater) {
   EXPECT_EQ(empty.EnterQueue(&limit).code(), absl::StatusCode::kFailedPrecondition);
 }
 
+TEST_F(AdmissionTest, ClosedRefusesNewCallsButLetsAdmittedStreamsQueue) {
+  AdmissionController admission(4, 1000);
+  Limit limit;
+  absl::StatusOr<AdmissionTicket> stream = admission.Admit(10, Queue::kLater, &limit);
+  ASSERT_TRUE(stream.ok());
+  admission.Close();
+  for (Queue queue : {Queue::kNow, Queue::kLater}) {
+    absl::StatusOr<AdmissionTicket> t = admission.Admit(10, queue, &limit);
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_EQ(limit, Limit::kNone);
+  }
+  EXPECT_TRUE(stream->EnterQueue(&limit).ok());
+}
+
 TEST_F(AdmissionTest, WaitIdleReturnsWhenTheLastTicketGoes) {
   AdmissionController admission(4, 1000);
   Limit limit;

@@ -93,8 +93,13 @@ TEST_F(CallTest, RunsOnThePoolThenFinishesOnceAndGivesBackTheBudget) {
   EXPECT_TRUE(finished_.ok());
   call->Finish(absl::InternalError("again"), 0, 0);  // ignored: a call ends once
   EXPECT_EQ(finishes_.load(), 1);
-  EXPECT_EQ(admission_->inflight_requests(), 0);
+  // The ticket is held until the reply has left (the reactor's OnDone
+  // destroys the Call), not just until Finish.
   EXPECT_EQ(admission_->queued(), 0);
+  EXPECT_EQ(admission_->inflight_requests(), 1);
+  EXPECT_EQ(Sample("tensorops_inflight_bytes", {}), 1000);
+  call.reset();
+  EXPECT_EQ(admission_->inflight_requests(), 0);
   EXPECT_EQ(Sample("tensorops_inflight_bytes", {}), 0);
   // The alias counts under the canonical name.
   EXPECT_EQ(Sample("tensorops_requests_total",
@@ -146,6 +151,7 @@ TEST_F(CallTest, KernelErrorReachesAfterAndTheRpc) {
             1);
   EXPECT_EQ(Sample("tensorops_stream_bytes_total", {{"op", "Reverse"}, {"direction", "received"}}),
             64);
+  call.reset();
   EXPECT_EQ(admission_->inflight_requests(), 0);
 }
 
@@ -169,34 +175,42 @@ TEST_F(CallTest, AbortedDrainDropsQueuedCallsWithoutRunningThem) {
   EXPECT_EQ(Sample("tensorops_dropped_requests_total", {{"op", "Reverse"}, {"reason", "shutdown"}}),
             1);
   EXPECT_EQ(Sample("tensorops_kernel_duration_seconds_count", {{"op", "Reverse"}}), 0);
+  call.reset();
   EXPECT_EQ(admission_->inflight_requests(), 0);
 }
 
 TEST_F(CallTest, RefusedAdmissionIsCountedAndHoldsNothing) {
   SetUpPipeline(1);
-  std::unique_ptr<Call> first = NewCall();
-  ASSERT_TRUE(first->Admit(10, Queue::kNow).ok());
-  Call second(pipeline_.get(), CallMethod::kExecute, &ctx_, [](const grpc::Status&) {});
-  absl::Status s = second.Admit(10, Queue::kNow);
-  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(Sample("tensorops_rejected_requests_total", {{"limit", "queue"}}), 1);
-  Call stream(pipeline_.get(), CallMethod::kExecuteStream, &ctx_, [](const grpc::Status&) {});
-  ASSERT_TRUE(stream.Admit(10, Queue::kLater).ok());
-  EXPECT_EQ(stream.EnterQueue().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(Sample("tensorops_rejected_requests_total", {{"limit", "queue"}}), 2);
-  stream.Finish(absl::ResourceExhaustedError("queue full"), 0, 0);
-  first->Finish(absl::CancelledError("test over"), 0, 0);
-  second.Finish(s, 0, 0);
+  {
+    std::unique_ptr<Call> first = NewCall();
+    ASSERT_TRUE(first->Admit(10, Queue::kNow).ok());
+    Call second(pipeline_.get(), CallMethod::kExecute, &ctx_, [](const grpc::Status&) {});
+    absl::Status s = second.Admit(10, Queue::kNow);
+    EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_EQ(Sample("tensorops_rejected_requests_total", {{"limit", "queue"}}), 1);
+    Call stream(pipeline_.get(), CallMethod::kExecuteStream, &ctx_, [](const grpc::Status&) {});
+    ASSERT_TRUE(stream.Admit(10, Queue::kLater).ok());
+    EXPECT_EQ(stream.EnterQueue().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_EQ(Sample("tensorops_rejected_requests_total", {{"limit", "queue"}}), 2);
+    stream.Finish(absl::ResourceExhaustedError("queue full"), 0, 0);
+    first->Finish(absl::CancelledError("test over"), 0, 0);
+    second.Finish(s, 0, 0);
+    EXPECT_EQ(admission_->inflight_bytes(), 20);  // first and stream, until destroyed
+  }
   EXPECT_EQ(admission_->inflight_requests(), 0);
   EXPECT_EQ(admission_->inflight_bytes(), 0);
+  // Closed for a drain: UNAVAILABLE, which is not a limit and not counted.
+  admission_->Close();
+  Call late(pipeline_.get(), CallMethod::kExecute, &ctx_, [](const grpc::Status&) {});
+  EXPECT_EQ(late.Admit(10, Queue::kNow).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(Sample("tensorops_rejected_requests_total", {{"limit", "queue"}}), 2);
+  EXPECT_EQ(Sample("tensorops_rejected_requests_total", {{"limit", "inflight_bytes"}}), 0);
 }
 
 TEST_F(CallTest, GateRefusesWhileDraining) {
   SetUpPipeline(4);
-  const absl::Time before = absl::Now();
   std::unique_ptr<Call> call = NewCall();
   EXPECT_TRUE(call->Open().ok());
-  EXPECT_GE(pipeline_->last_arrival(), before);
   pipeline_->StartDraining();
   std::unique_ptr<Call> late = NewCall();
   absl::Status s = late->Open();
@@ -213,7 +227,7 @@ TEST_F(CallTest, GateWantsTheBearerTokenWhenConfigured) {
   options.auth_token = "s3cret";
   SetUpPipeline(4, options);
   // A context without metadata: no token.
-  absl::Status s = pipeline_->Gate(ctx_, absl::Now());
+  absl::Status s = pipeline_->Gate(ctx_);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated);
   EXPECT_EQ(s.message().find("s3cret"), absl::string_view::npos);
 }
