@@ -139,6 +139,14 @@ absl::StatusOr<DecodedTensor> DecodeRaw(DType dtype, absl::Span<const int64_t> d
   out.view.shape.assign(dims.begin(), dims.end());
   const int64_t n = num_bytes / ElementWidth(dtype);
   if (dtype == DType::kString) {
+    // Every element takes at least its 4-byte length: refuse before the
+    // references (16 bytes each) are allocated, so a few bytes cannot claim
+    // a huge shape.
+    if (static_cast<int64_t>(bytes.size()) / 4 < n) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " ", source, " has ", bytes.size(), " bytes, too few for ", n,
+          " BYTES elements (shape ", ShapeToString(dims), "; each needs a 4-byte length)"));
+    }
     out.storage.reset(new char[std::max<int64_t>(num_bytes, 1)]);
     RETURN_IF_ERROR(ParseRawBytes(bytes, n, absl::StrCat(what, " ", source),
                                   reinterpret_cast<StringRef*>(out.storage.get())));
@@ -481,6 +489,12 @@ absl::StatusOr<std::unique_ptr<PreparedInfer>> PreparedInfer::Make(const OpRegis
       ShmUse& use = shm_use[i];
       ASSIGN_OR_RETURN(const int64_t num_bytes, CheckShape(dtype, dims, what, limits));
       ASSIGN_OR_RETURN(char* bytes, use.region->Bytes(use.offset, use.byte_size, what));
+      if (dtype == DType::kString &&
+          use.byte_size > static_cast<uint64_t>(limits.max_tensor_bytes)) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat(what, ": shared_memory_byte_size ", use.byte_size, " is more than ",
+                         limits.max_tensor_bytes, " bytes (--max_tensor_bytes)"));
+      }
       if (dtype != DType::kString && static_cast<uint64_t>(num_bytes) != use.byte_size) {
         return absl::InvalidArgumentError(
             absl::StrCat(what, ": shared_memory_byte_size is ", use.byte_size, " but shape ",

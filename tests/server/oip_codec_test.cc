@@ -339,6 +339,27 @@ TEST_F(OipCodecTest, MalformedRawBytes) {
   EXPECT_FALSE(ParseRawBytes(huge, 1, "t", refs).ok());
 }
 
+TEST_F(OipCodecTest, FewBytesCannotClaimAHugeBytesShape) {
+  ModelInferRequest r;
+  r.set_model_name("Reverse");
+  (*r.mutable_parameters())["mode"].set_string_param("index");
+  auto* data = r.add_inputs();
+  data->set_name("data");
+  data->set_datatype("BYTES");
+  data->add_shape(int64_t{1} << 24);  // 256 MiB of references if allocated
+  auto* axis = r.add_inputs();
+  axis->set_name("axis");
+  axis->set_datatype("INT64");
+  axis->add_shape(1);
+  r.add_raw_input_contents(RawStrings({"a", "b"}));
+  r.add_raw_input_contents(Pack<int64_t>({0}));
+  absl::StatusOr<ModelInferResponse> out = Infer(r);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(out.status().message()),
+              HasSubstr("has 10 bytes, too few for 16777216 BYTES elements"));
+}
+
 TEST_F(OipCodecTest, ModelLookupAndMetadata) {
   EXPECT_TRUE(FindModel(registry_, "Roll", "").ok());
   EXPECT_TRUE(FindModel(registry_, "onnx.ReverseSequence", "1").ok());
