@@ -12,6 +12,7 @@
 #include "client/wire_codec.h"
 #include "kernels/huge_pages.h"
 #include "wire/crc32.h"
+#include "wire/limits.h"
 #include "wire/status.h"
 #include "grpc/health/v1/health.pb.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
@@ -35,6 +36,10 @@ class TensorAccess {
 };
 
 namespace {
+
+// The public header spells the server's defaults as literals (it includes
+// no internal header): keep them equal to the one definition.
+static_assert(ClientOptions::kDefaultMessageBytes == kDefaultMaxMessageBytes);
 
 // The SDK's DataType is numbered like the wire's, so conversion is a cast.
 #define TENSOROPS_SAME_DTYPE_(sdk, wire) \
@@ -367,7 +372,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& opti
         "ClientOptions.tls: client_cert_chain and client_private_key go together");
   }
   if (options.stream_threshold_bytes < 0 || options.stream_chunk_bytes < 1 ||
-      options.stream_chunk_bytes > options.max_send_message_bytes - (int64_t{64} << 10)) {
+      options.stream_chunk_bytes > options.max_send_message_bytes - kStreamFramingReserveBytes) {
     return absl::InvalidArgumentError(
         "ClientOptions: stream_threshold_bytes must be >= 0 and stream_chunk_bytes between 1 "
         "and max_send_message_bytes minus 64 KiB");

@@ -153,11 +153,14 @@ class OpRegistry {
 
 class ThreadPool;
 
+// Output size from which one op's kernel is split across the pool: two
+// threads pay off from about 1 MiB here (--min_parallel_bytes; the one default).
+inline constexpr int64_t kDefaultMinParallelBytes = int64_t{1} << 20;
+
 // Writes the whole output, split across `pool` when it has at least
-// `min_parallel_bytes` of output (two threads pay off from about 1 MiB here);
-// inline when smaller or when pool is null.
+// `min_parallel_bytes` of output; inline when smaller or when pool is null.
 void RunPrepared(const PreparedOp& op, void* out, ThreadPool* pool,
-                 int64_t min_parallel_bytes = int64_t{1} << 20);
+                 int64_t min_parallel_bytes = kDefaultMinParallelBytes);
 
 // Registers Reverse, ReverseSequence, Roll and onnx.ReverseSequence.
 void RegisterBuiltinOps(OpRegistry* registry);

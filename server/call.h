@@ -72,7 +72,7 @@ class CallPipeline {
   struct Options {
     bool access_log = false;  // one log line per call
     // Output size from which one call's kernel is split across the pool.
-    int64_t min_parallel_bytes = int64_t{1} << 20;
+    int64_t min_parallel_bytes = kDefaultMinParallelBytes;
     // Outputs smaller than this run on the thread that calls Run (a gRPC
     // thread) instead of the pool; 0 (the default) keeps every kernel on the pool.
     int64_t inline_max_bytes = 0;

@@ -30,7 +30,7 @@ class PreparedExecution {
   // input's encoding (raw output is written in place, no extra copy). With a
   // pool, outputs of at least `min_parallel_bytes` are split across it.
   void Run(v1::ExecuteResponse* response, ThreadPool* pool = nullptr,
-           int64_t min_parallel_bytes = int64_t{1} << 20);
+           int64_t min_parallel_bytes = kDefaultMinParallelBytes);
 
   // Bytes of output the kernel writes (for metrics and admission later).
   int64_t output_bytes() const;

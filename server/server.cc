@@ -115,10 +115,36 @@ absl::StatusOr<std::string> ReadAuthTokenFile(const std::string& path) {
   return token;
 }
 
+int64_t ServerOptions::EffectiveStreamChunkBytes() const {
+  return std::min(limits.stream_chunk_bytes, max_message_bytes - kStreamFramingReserveBytes);
+}
+
+absl::Status ServerOptions::Validate() const {
+  for (int64_t v : {limits.max_rank, limits.max_tensor_elements, limits.max_tensor_bytes,
+                    limits.max_request_bytes}) {
+    if (v < 0) {
+      return absl::InvalidArgumentError(
+          "--max_rank, --max_tensor_elements, --max_tensor_bytes and --max_request_bytes must "
+          "be >= 0");
+    }
+  }
+  if (limits.max_stream_bytes < 0) {
+    return absl::InvalidArgumentError("--max_stream_bytes must be >= 0");
+  }
+  if (EffectiveStreamChunkBytes() < kMinStreamChunkBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--stream_chunk_bytes must be at least ", kMinStreamChunkBytes,
+                     ", and --max_message_bytes at least ", kMinStreamChunkBytes, " + 64 KiB"));
+  }
+  // The TLS files are checked (paired, readable) where Start reads them.
+  return absl::OkStatus();
+}
+
 TensorOpsServer::TensorOpsServer(const ServerOptions& options) : options_(options) {}
 
 absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
     const ServerOptions& options) {
+  if (absl::Status valid = options.Validate(); !valid.ok()) return valid;
   std::unique_ptr<TensorOpsServer> s(new TensorOpsServer(options));
   RegisterBuiltinOps(&s->registry_);
   std::vector<std::string> op_names;
@@ -145,6 +171,9 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
   pipeline_options.min_parallel_bytes = options.min_parallel_bytes;
   pipeline_options.inline_max_bytes = options.inline_max_bytes;
   pipeline_options.limits = options.limits;
+  // A chunk plus its message framing must fit in one gRPC message, so a
+  // small max_message_bytes alone works.
+  pipeline_options.limits.stream_chunk_bytes = options.EffectiveStreamChunkBytes();
   pipeline_options.auth_token = options.auth_token;
   s->pipeline_ = std::make_unique<CallPipeline>(&s->registry_, s->pool_.get(),
                                                 s->admission_.get(), metrics, pipeline_options);

@@ -238,6 +238,48 @@ TEST_F(LimitsTest, RollShiftSumsReduceModuloTheDimension) {
   EXPECT_TRUE(Run(r).ok());
 }
 
+// ServerOptions::Validate, which Start calls: an in-process server gets the
+// same checks as the binary's flags.
+TEST(ServerOptionsTest, StartRefusesWhatCannotWork) {
+  struct Row {
+    const char* name;
+    void (*change)(ServerOptions*);
+    const char* message;  // empty: valid
+  };
+  const Row rows[] = {
+      {"defaults", [](ServerOptions*) {}, ""},
+      {"negative max_rank", [](ServerOptions* o) { o->limits.max_rank = -1; }, "--max_rank"},
+      {"negative max_stream_bytes", [](ServerOptions* o) { o->limits.max_stream_bytes = -1; },
+       "--max_stream_bytes must be >= 0"},
+      {"tiny chunk", [](ServerOptions* o) { o->limits.stream_chunk_bytes = 4095; },
+       "--stream_chunk_bytes must be at least 4096"},
+      {"message too small for a chunk",
+       [](ServerOptions* o) { o->max_message_bytes = (int64_t{64} << 10) + 4095; },
+       "--max_message_bytes at least 4096 + 64 KiB"},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.name);
+    ServerOptions options;
+    row.change(&options);
+    const absl::Status valid = options.Validate();
+    if (std::string(row.message).empty()) {
+      EXPECT_TRUE(valid.ok()) << valid;
+      continue;
+    }
+    EXPECT_EQ(valid.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(valid.message()), ::testing::HasSubstr(row.message));
+    options.port = 0;
+    options.metrics_port = -1;
+    auto server = TensorOpsServer::Start(options);
+    EXPECT_EQ(server.status(), valid);
+  }
+  // A small message limit alone caps the chunk instead of failing.
+  ServerOptions small;
+  small.max_message_bytes = int64_t{1} << 20;
+  EXPECT_TRUE(small.Validate().ok());
+  EXPECT_EQ(small.EffectiveStreamChunkBytes(), (int64_t{1} << 20) - (int64_t{64} << 10));
+}
+
 TEST(LimitsServiceTest, TheServerEnforcesItsLimitsOverGrpc) {
   ServerOptions options;
   options.port = 0;

@@ -76,8 +76,9 @@ struct ClientOptions {
   std::chrono::milliseconds default_deadline{std::chrono::seconds(60)};
   // Largest message sent or received; the server's default (272 MiB) fits a
   // 256 MiB tensor.
-  int64_t max_send_message_bytes = 285212672;
-  int64_t max_receive_message_bytes = 285212672;
+  static constexpr int64_t kDefaultMessageBytes = int64_t{272} << 20;
+  int64_t max_send_message_bytes = kDefaultMessageBytes;
+  int64_t max_receive_message_bytes = kDefaultMessageBytes;
   RetryPolicy retry;
   // gRPC load-balancing policy: "round_robin" spreads calls over every
   // address of the target; "pick_first" uses one connection.
