@@ -11,7 +11,9 @@
 #include "absl/strings/str_format.h"
 #include "client/wire_codec.h"
 #include "kernels/huge_pages.h"
-#include "server/crc32.h"
+#include "wire/crc32.h"
+#include "wire/limits.h"
+#include "wire/status.h"
 #include "grpc/health/v1/health.pb.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
 
@@ -34,6 +36,10 @@ class TensorAccess {
 };
 
 namespace {
+
+// The public header spells the server's defaults as literals (it includes
+// no internal header): keep them equal to the one definition.
+static_assert(ClientOptions::kDefaultMessageBytes == kDefaultMaxMessageBytes);
 
 // The SDK's DataType is numbered like the wire's, so conversion is a cast.
 #define TENSOROPS_SAME_DTYPE_(sdk, wire) \
@@ -58,36 +64,6 @@ TENSOROPS_SAME_DTYPE_(kComplex128, DATA_TYPE_COMPLEX128);
 TENSOROPS_SAME_DTYPE_(kFloat8E4M3, DATA_TYPE_FLOAT8_E4M3);
 TENSOROPS_SAME_DTYPE_(kFloat8E5M2, DATA_TYPE_FLOAT8_E5M2);
 #undef TENSOROPS_SAME_DTYPE_
-
-// gRPC and Abseil share the canonical status codes; checked per code.
-#define TENSOROPS_SAME_CODE_(absl_code, grpc_code)                 \
-  static_assert(static_cast<int>(absl::StatusCode::absl_code) ==   \
-                    static_cast<int>(grpc::StatusCode::grpc_code), \
-                #absl_code)
-TENSOROPS_SAME_CODE_(kOk, OK);
-TENSOROPS_SAME_CODE_(kCancelled, CANCELLED);
-TENSOROPS_SAME_CODE_(kUnknown, UNKNOWN);
-TENSOROPS_SAME_CODE_(kInvalidArgument, INVALID_ARGUMENT);
-TENSOROPS_SAME_CODE_(kDeadlineExceeded, DEADLINE_EXCEEDED);
-TENSOROPS_SAME_CODE_(kNotFound, NOT_FOUND);
-TENSOROPS_SAME_CODE_(kAlreadyExists, ALREADY_EXISTS);
-TENSOROPS_SAME_CODE_(kPermissionDenied, PERMISSION_DENIED);
-TENSOROPS_SAME_CODE_(kResourceExhausted, RESOURCE_EXHAUSTED);
-TENSOROPS_SAME_CODE_(kFailedPrecondition, FAILED_PRECONDITION);
-TENSOROPS_SAME_CODE_(kAborted, ABORTED);
-TENSOROPS_SAME_CODE_(kOutOfRange, OUT_OF_RANGE);
-TENSOROPS_SAME_CODE_(kUnimplemented, UNIMPLEMENTED);
-TENSOROPS_SAME_CODE_(kInternal, INTERNAL);
-TENSOROPS_SAME_CODE_(kUnavailable, UNAVAILABLE);
-TENSOROPS_SAME_CODE_(kDataLoss, DATA_LOSS);
-TENSOROPS_SAME_CODE_(kUnauthenticated, UNAUTHENTICATED);
-#undef TENSOROPS_SAME_CODE_
-
-// The one place a grpc::Status becomes an absl::Status: same code, same message.
-absl::Status FromGrpcStatus(const grpc::Status& status) {
-  if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
-}
 
 std::string Seconds(std::chrono::milliseconds ms) {
   return absl::StrFormat("%.3fs", static_cast<double>(ms.count()) / 1000.0);
@@ -267,6 +243,10 @@ ExecuteResult Client::Impl::ExecuteStream(absl::string_view op, const Attrs& att
     h->set_crc32(Crc32(0, t.bytes().data(), static_cast<int64_t>(t.bytes().size())));
     progress.bytes_to_send += static_cast<int64_t>(t.bytes().size());
   }
+  // Known at once for the ops built into the SDK (their output inference);
+  // else from the server's output header.
+  progress.expected_bytes_to_receive =
+      client_internal::InferredOutputBytes(*header).value_or(0);
   const int64_t chunk_bytes = std::max<int64_t>(1, options.stream_chunk_bytes);
 
   grpc::ClientContext ctx;
@@ -392,7 +372,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& opti
         "ClientOptions.tls: client_cert_chain and client_private_key go together");
   }
   if (options.stream_threshold_bytes < 0 || options.stream_chunk_bytes < 1 ||
-      options.stream_chunk_bytes > options.max_send_message_bytes - (int64_t{64} << 10)) {
+      options.stream_chunk_bytes > options.max_send_message_bytes - kStreamFramingReserveBytes) {
     return absl::InvalidArgumentError(
         "ClientOptions: stream_threshold_bytes must be >= 0 and stream_chunk_bytes between 1 "
         "and max_send_message_bytes minus 64 KiB");

@@ -2,9 +2,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "kernels/op_registry.h"
 #include "kernels/shape.h"
 #include "kernels/status_macros.h"
-#include "server/tensor_codec.h"
+#include "wire/attrs_codec.h"
+#include "wire/tensor_codec.h"
 
 namespace tensorops::client_internal {
 
@@ -29,6 +31,37 @@ absl::StatusOr<int64_t> StreamedTensorBytes(const v1::TensorHeader& header,
   }
   return CheckedByteSize(absl::Span<const int64_t>(header.shape().data(), header.shape_size()),
                          ElementWidth(dtype), absl::StrCat(what, ".shape"));
+}
+
+absl::StatusOr<int64_t> InferredOutputBytes(const v1::StreamHeader& header) {
+  static const OpRegistry* const registry = [] {
+    auto* r = new OpRegistry();  // never destroyed: used until exit
+    RegisterBuiltinOps(r);
+    return r;
+  }();
+  if (registry->Find(header.op()) == nullptr) {
+    return absl::NotFoundError(absl::StrCat("op ", BoundedQuote(header.op()),
+                                            " is not built into the SDK"));
+  }
+  std::vector<TensorView> views;
+  views.reserve(header.inputs_size());
+  for (int i = 0; i < header.inputs_size(); ++i) {
+    const v1::TensorHeader& h = header.inputs(i);
+    ASSIGN_OR_RETURN(const int64_t bytes, StreamedTensorBytes(h, absl::StrCat("inputs[", i, "]")));
+    (void)bytes;  // only the check: shapes are valid and their sizes fit
+    views.push_back(TensorView{FromProtoDataType(h.dtype()),
+                               Shape(h.shape().begin(), h.shape().end()), nullptr});
+  }
+  ASSIGN_OR_RETURN(std::vector<TensorType> outputs,
+                   registry->InferOutputs(header.op(), views, DecodeAttrs(header.attrs())));
+  int64_t total = 0;
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    ASSIGN_OR_RETURN(const int64_t bytes,
+                     CheckedByteSize(outputs[o].shape, ElementWidth(outputs[o].dtype),
+                                     absl::StrCat("outputs[", o, "]")));
+    total += bytes;
+  }
+  return total;
 }
 
 }  // namespace tensorops::client_internal

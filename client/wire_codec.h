@@ -1,4 +1,5 @@
-// Checks reply tensors with the server's own codec (server/tensor_codec.h).
+// Checks reply tensors with the wire layer's codec (wire/tensor_codec.h), the
+// one the server decodes requests with.
 // Kept apart from client.cc because the codec's kernel headers declare
 // tensorops::Tensor too: no translation unit includes both.
 //
@@ -25,6 +26,13 @@ absl::Status NormalizeToRaw(v1::Tensor* tensor, absl::string_view what);
 // for a bad dtype (STRING included), a negative dim or an int64 overflow.
 absl::StatusOr<int64_t> StreamedTensorBytes(const v1::TensorHeader& header,
                                             absl::string_view what);
+
+// Output bytes of a streamed call, from the op's output inference
+// (OpDef::infer) for the built-in ops the SDK was built with: known before the
+// call starts, so progress can show a total at once. NOT_FOUND for an op the
+// SDK does not know (a newer server's); the header's own errors as the server
+// reports them.
+absl::StatusOr<int64_t> InferredOutputBytes(const v1::StreamHeader& header);
 
 }  // namespace tensorops::client_internal
 

@@ -12,7 +12,7 @@
 #include "fuzz/fuzz_util.h"
 #include "kernels/op_registry.h"
 #include "server/execution.h"
-#include "server/limits.h"
+#include "wire/limits.h"
 #include "tensorops/v1/tensorops.pb.h"
 
 namespace {

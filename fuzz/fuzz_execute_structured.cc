@@ -24,7 +24,7 @@
 #include "kernels/op_registry.h"
 #include "kernels/thread_pool.h"
 #include "server/execution.h"
-#include "server/tensor_codec.h"
+#include "wire/tensor_codec.h"
 #include "tensorops/v1/tensorops.pb.h"
 
 namespace tensorops {

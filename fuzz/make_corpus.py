@@ -11,6 +11,11 @@ fuzz_execute_stream: ExecuteStreamRequest sequences (2-byte little-endian
 length before each message): every op streamed whole, in small and
 element-splitting chunks, interleaved, and broken (short, corrupt CRC,
 chunk out of place, BOOL byte 2).
+fuzz_model_infer: serialized inference.ModelInferRequest messages
+(proto/inference/grpc_service.proto): every op typed and raw, BYTES both
+ways, inputs out of order, attributes as parameters, requested outputs, and
+broken ones (mixed raw and typed, short raw, malformed BYTES, shared memory
+while it is off).
 Run: python3 fuzz/make_corpus.py   (rewrites both directories)
 """
 import hashlib
@@ -223,6 +228,93 @@ def stream_seeds():
     return seeds
 
 
+# inference.ModelInferRequest (proto/inference/grpc_service.proto).
+def oip_param(v):
+    if isinstance(v, str):
+        return ld(3, v.encode())
+    if isinstance(v, bool):
+        return key(1, 0) + varint(int(v))
+    return key(2, 0) + varint(v)
+
+
+def oip_map(field, params):
+    return b"".join(ld(field, ld(1, k.encode()) + ld(2, oip_param(v))) for k, v in params.items())
+
+
+def oip_input(name, datatype, shape, contents=None, params=None):
+    m = ld(1, name.encode()) + ld(2, datatype.encode()) + packed(3, shape, varint)
+    m += oip_map(4, params or {})
+    if contents is not None:
+        m += ld(5, contents)
+    return m
+
+
+def oip_contents(i32=None, i64=None, u32=None, f=None, b=None, by=None):
+    m = packed(2, i32 or [], varint) + packed(3, i64 or [], varint) + packed(4, u32 or [], varint)
+    m += packed(6, f or [], lambda x: struct.pack("<f", x))
+    m += packed(1, b or [], lambda x: varint(1 if x else 0))
+    for x in by or []:
+        m += ld(8, x)
+    return m
+
+
+def oip_request(model, inputs, raw=None, params=None, outputs=None, rid="seed"):
+    m = ld(1, model.encode()) + ld(3, rid.encode()) + oip_map(4, params or {})
+    for t in inputs:
+        m += ld(5, t)
+    for o in outputs or []:
+        m += ld(6, ld(1, o.encode()))
+    for r in raw or []:
+        m += ld(7, r)
+    return m
+
+
+def raw_strings(values):
+    return b"".join(struct.pack("<I", len(v)) + v for v in values)
+
+
+def model_infer_seeds():
+    seeds = []
+    i64 = lambda v: struct.pack("<%dq" % len(v), *v)
+    roll_in = [oip_input("data", "INT32", [2, 3]), oip_input("shift", "INT64", [1]),
+               oip_input("axes", "INT64", [1])]
+    seeds.append(oip_request("Roll", roll_in, raw=[raw_of(I32, 6), i64([1]), i64([1])]))
+    seeds.append(oip_request("Roll", [
+        oip_input("axes", "INT64", [2], oip_contents(i64=[0, 1])),
+        oip_input("data", "INT8", [2, 2], oip_contents(i32=[1, -2, 3, 127])),
+        oip_input("shift", "INT32", [], oip_contents(i32=[-7]))], outputs=["output"]))
+    for dt, width in (("FP16", 2), ("BF16", 2), ("FP64", 8), ("UINT64", 8), ("BOOL", 1)):
+        data = bytes([1, 0] * 4 * width)[:4 * width] if dt != "BOOL" else b"\x01\x00\x01\x01"
+        seeds.append(oip_request("Reverse", [oip_input("data", dt, [2, 2]),
+                                             oip_input("axis", "INT64", [1])],
+                                 raw=[data, i64([1])], params={"mode": "index"}))
+    seeds.append(oip_request("Reverse", [
+        oip_input("data", "BYTES", [3], oip_contents(by=[b"a", b"", b"xyz"])),
+        oip_input("axis", "BOOL", [1], oip_contents(b=[True]))], params={"mode": "mask"}))
+    seeds.append(oip_request("Reverse", [oip_input("data", "BYTES", [2]),
+                                         oip_input("axis", "INT64", [1])],
+                             raw=[raw_strings([b"ab", b"c"]), i64([0])], params={"mode": "index"}))
+    seeds.append(oip_request("ReverseSequence", [
+        oip_input("data", "FP32", [2, 3], oip_contents(f=[1, 2, 3, 4, 5, 6])),
+        oip_input("seq_lengths", "INT64", [2], oip_contents(i64=[3, 1]))],
+        params={"batch_axis": 0, "seq_axis": 1, "sequence_id": 4}))
+    seeds.append(oip_request("onnx.ReverseSequence", [
+        oip_input("input", "UINT8", [2, 2], oip_contents(u32=[1, 2, 3, 4])),
+        oip_input("sequence_lens", "INT64", [2], oip_contents(i64=[2, 1]))],
+        params={"batch_axis": 1, "time_axis": 0}))
+    # Broken on purpose.
+    seeds.append(oip_request("Roll", roll_in[:2] + [oip_input("axes", "INT64", [1], oip_contents(i64=[0]))],
+                             raw=[raw_of(I32, 6), i64([1])]))
+    seeds.append(oip_request("Roll", roll_in, raw=[raw_of(I32, 5), i64([1]), i64([1])]))
+    seeds.append(oip_request("Reverse", [oip_input("data", "BYTES", [2]),
+                                         oip_input("axis", "INT64", [1])],
+                             raw=[struct.pack("<I", 99) + b"x", i64([0])], params={"mode": "index"}))
+    seeds.append(oip_request("Roll", [oip_input("data", "INT32", [2, 3], params={
+        "shared_memory_region": "r", "shared_memory_byte_size": 24})] + roll_in[1:],
+        raw=[i64([1]), i64([1])]))
+    return seeds
+
+
 def write(target, seeds):
     d = os.path.join(HERE, "corpus", target)
     shutil.rmtree(d, ignore_errors=True)
@@ -237,3 +329,4 @@ if __name__ == "__main__":
     write("fuzz_execute_bytes", bytes_seeds())
     write("fuzz_execute_structured", structured_seeds())
     write("fuzz_execute_stream", stream_seeds())
+    write("fuzz_model_infer", model_infer_seeds())

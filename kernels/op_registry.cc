@@ -81,7 +81,20 @@ absl::Status CheckAgainstSpec(const OpSpec& spec, absl::Span<const TensorView> i
 
 }  // namespace
 
+absl::StatusOr<std::vector<TensorType>> OutputLikeFirstInput(absl::Span<const TensorView> inputs,
+                                                             const Attrs&) {
+  if (inputs.empty()) {
+    return absl::InternalError("OutputLikeFirstInput needs an op with at least one input");
+  }
+  return std::vector<TensorType>{TensorType{inputs[0].dtype, inputs[0].shape}};
+}
+
 void OpRegistry::Register(OpDef def) {
+  if (def.prepare == nullptr || def.infer == nullptr) {
+    std::cerr << "tensorops: op " << def.spec.name << " registered without "
+              << (def.prepare == nullptr ? "prepare" : "infer") << "\n";
+    std::abort();
+  }
   auto owned = std::make_unique<OpDef>(std::move(def));
   std::vector<std::string> names = owned->spec.aliases;
   names.push_back(owned->spec.name);
@@ -116,11 +129,29 @@ absl::StatusOr<const OpDef*> OpRegistry::CheckCall(absl::string_view op,
   return def;
 }
 
+absl::StatusOr<std::vector<TensorType>> OpRegistry::InferOutputs(
+    absl::string_view op, absl::Span<const TensorView> inputs, const Attrs& attrs) const {
+  ASSIGN_OR_RETURN(const OpDef* def, CheckCall(op, inputs, attrs));
+  return def->infer(inputs, attrs);
+}
+
 absl::StatusOr<PreparedOp> OpRegistry::Prepare(absl::string_view op,
                                                absl::Span<const TensorView> inputs,
                                                const Attrs& attrs) const {
   ASSIGN_OR_RETURN(const OpDef* def, CheckCall(op, inputs, attrs));
-  return def->prepare(inputs, attrs);
+  ASSIGN_OR_RETURN(std::vector<TensorType> outputs, def->infer(inputs, attrs));
+  ASSIGN_OR_RETURN(PreparedOp prepared, def->prepare(inputs, attrs));
+  // A PreparedOp writes one output; it must be the one inference promised,
+  // since callers size buffers and budgets from the inference.
+  if (outputs.size() != 1 || outputs[0] != TensorType{prepared.dtype, prepared.shape}) {
+    return absl::InternalError(absl::StrCat(
+        def->spec.name, ": the kernel plans an output of ", DTypeName(prepared.dtype), " ",
+        ShapeToString(prepared.shape), " but the op's inference gives ", outputs.size(),
+        " output(s)", outputs.empty() ? "" : absl::StrCat(", the first ",
+                                                          DTypeName(outputs[0].dtype), " ",
+                                                          ShapeToString(outputs[0].shape))));
+  }
+  return prepared;
 }
 
 absl::StatusOr<Tensor> ExecuteOp(const OpRegistry& registry, absl::string_view op,

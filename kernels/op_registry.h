@@ -77,14 +77,45 @@ struct PreparedOp {
 using PrepareFn = absl::StatusOr<PreparedOp> (*)(absl::Span<const TensorView> inputs,
                                                  const Attrs& attrs);
 
+// The element type and shape of a tensor, without its data.
+struct TensorType {
+  DType dtype = DType::kInvalid;
+  Shape shape;
+
+  // NumElements(shape) * ElementWidth(dtype); callers that take shapes from
+  // a request check the product first (kernels/shape.h CheckedByteSize).
+  int64_t bytes() const { return NumElements(shape) * ElementWidth(dtype); }
+  friend bool operator==(const TensorType& a, const TensorType& b) {
+    return a.dtype == b.dtype && a.shape == b.shape;
+  }
+  friend bool operator!=(const TensorType& a, const TensorType& b) { return !(a == b); }
+};
+
+// Output inference (as TF Lite's Prepare / ONNX Runtime's shape inference
+// beside the kernel): the type and shape of every output, in OpSpec::outputs
+// order, from the inputs' types and shapes and the attributes alone. The
+// views' data may be null, so an op whose output shape depends on an input's
+// values cannot be inferred this way and says so (UNIMPLEMENTED). Called
+// after the registry's generic checks; an op's prepare must plan exactly the
+// output its inference gives (OpRegistry::Prepare checks it).
+using InferFn = absl::StatusOr<std::vector<TensorType>> (*)(absl::Span<const TensorView> inputs,
+                                                          const Attrs& attrs);
+
+// The InferFn of an op with one output of its first input's type and shape
+// (every built-in op: they move data, they do not change it).
+absl::StatusOr<std::vector<TensorType>> OutputLikeFirstInput(absl::Span<const TensorView> inputs,
+                                                             const Attrs& attrs);
+
 struct OpDef {
   OpSpec spec;
   PrepareFn prepare = nullptr;
+  InferFn infer = nullptr;
 };
 
 class OpRegistry {
  public:
-  // Adds an op; its name and aliases must be new (a programming error otherwise).
+  // Adds an op; its name and aliases must be new and it must have prepare
+  // and infer functions (a programming error otherwise).
   void Register(OpDef def);
 
   // nullptr when neither a name nor an alias matches.
@@ -100,8 +131,17 @@ class OpRegistry {
                                          absl::Span<const TensorView> inputs,
                                          const Attrs& attrs) const;
 
+  // Finds the op, runs the generic checks and the op's output inference:
+  // what the call will write, before any input data is needed (the views'
+  // data may be null). Errors as for CheckCall.
+  absl::StatusOr<std::vector<TensorType>> InferOutputs(absl::string_view op,
+                                                       absl::Span<const TensorView> inputs,
+                                                       const Attrs& attrs) const;
+
   // Finds the op, runs the generic checks and the op's own validation.
-  // Unknown op: UNIMPLEMENTED listing the known ones. Bad input: INVALID_ARGUMENT.
+  // Unknown op: UNIMPLEMENTED listing the known ones. Bad input:
+  // INVALID_ARGUMENT. An op whose plan differs from its inferred output:
+  // INTERNAL (a bug in the op, never the caller's).
   absl::StatusOr<PreparedOp> Prepare(absl::string_view op,
                                      absl::Span<const TensorView> inputs,
                                      const Attrs& attrs) const;
@@ -113,11 +153,14 @@ class OpRegistry {
 
 class ThreadPool;
 
+// Output size from which one op's kernel is split across the pool: two
+// threads pay off from about 1 MiB here (--min_parallel_bytes; the one default).
+inline constexpr int64_t kDefaultMinParallelBytes = int64_t{1} << 20;
+
 // Writes the whole output, split across `pool` when it has at least
-// `min_parallel_bytes` of output (two threads pay off from about 1 MiB here);
-// inline when smaller or when pool is null.
+// `min_parallel_bytes` of output; inline when smaller or when pool is null.
 void RunPrepared(const PreparedOp& op, void* out, ThreadPool* pool,
-                 int64_t min_parallel_bytes = int64_t{1} << 20);
+                 int64_t min_parallel_bytes = kDefaultMinParallelBytes);
 
 // Registers Reverse, ReverseSequence, Roll and onnx.ReverseSequence.
 void RegisterBuiltinOps(OpRegistry* registry);

@@ -1,5 +1,7 @@
 #include "server/admission.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 
 namespace tensorops {
@@ -41,28 +43,24 @@ void AdmissionController::Close() {
   closed_ = true;
 }
 
-absl::Status AdmissionController::Admit(int64_t bytes, Limit* limit) {
-  std::lock_guard<std::mutex> lock(mu_);
-  *limit = Limit::kNone;
-  absl::Status s = CheckOpen();
-  if (s.ok()) s = CheckQueue(limit);
-  if (s.ok()) s = CheckBytes(bytes, limit);
-  if (!s.ok()) return s;
-  ++queued_;
-  ++inflight_;
-  bytes_ += bytes;
-  return absl::OkStatus();
+void AdmissionController::Notify() const {
+  if (observer_) observer_(inflight_, bytes_, queued_);
 }
 
-absl::Status AdmissionController::AdmitStream(int64_t bytes, Limit* limit) {
+absl::StatusOr<AdmissionTicket> AdmissionController::Admit(int64_t bytes, Queue queue,
+                                                           Limit* limit) {
   std::lock_guard<std::mutex> lock(mu_);
   *limit = Limit::kNone;
+  const bool take_slot = queue == Queue::kNow;
   absl::Status s = CheckOpen();
+  if (s.ok() && take_slot) s = CheckQueue(limit);
   if (s.ok()) s = CheckBytes(bytes, limit);
   if (!s.ok()) return s;
+  if (take_slot) ++queued_;
   ++inflight_;
   bytes_ += bytes;
-  return absl::OkStatus();
+  Notify();
+  return AdmissionTicket(this, bytes, take_slot);
 }
 
 absl::Status AdmissionController::EnterQueue(Limit* limit) {
@@ -71,18 +69,21 @@ absl::Status AdmissionController::EnterQueue(Limit* limit) {
   absl::Status s = CheckQueue(limit);
   if (!s.ok()) return s;
   ++queued_;
+  Notify();
   return absl::OkStatus();
 }
 
 void AdmissionController::LeaveQueue() {
   std::lock_guard<std::mutex> lock(mu_);
   --queued_;
+  Notify();
 }
 
-void AdmissionController::Finish(int64_t bytes) {
+void AdmissionController::Release(int64_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   --inflight_;
   bytes_ -= bytes;
+  Notify();
   if (inflight_ == 0) idle_.notify_all();
 }
 
@@ -104,6 +105,40 @@ int64_t AdmissionController::inflight_bytes() const {
 bool AdmissionController::WaitIdle(absl::Time deadline) {
   std::unique_lock<std::mutex> lock(mu_);
   return idle_.wait_until(lock, absl::ToChronoTime(deadline), [this] { return inflight_ == 0; });
+}
+
+AdmissionTicket& AdmissionTicket::operator=(AdmissionTicket&& other) noexcept {
+  if (this != &other) {
+    Release();
+    controller_ = std::exchange(other.controller_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+    queued_ = std::exchange(other.queued_, false);
+  }
+  return *this;
+}
+
+absl::Status AdmissionTicket::EnterQueue(AdmissionController::Limit* limit) {
+  if (controller_ == nullptr) {
+    return absl::FailedPreconditionError("EnterQueue on an empty admission ticket");
+  }
+  if (queued_) return absl::OkStatus();
+  absl::Status s = controller_->EnterQueue(limit);
+  queued_ = s.ok();
+  return s;
+}
+
+void AdmissionTicket::LeaveQueue() {
+  if (controller_ == nullptr || !queued_) return;
+  controller_->LeaveQueue();
+  queued_ = false;
+}
+
+void AdmissionTicket::Release() {
+  if (controller_ == nullptr) return;
+  LeaveQueue();
+  controller_->Release(bytes_);
+  controller_ = nullptr;
+  bytes_ = 0;
 }
 
 }  // namespace tensorops

@@ -3,59 +3,84 @@
 // overload is answered with RESOURCE_EXHAUSTED instead of an unbounded queue
 // or an out-of-memory death.
 //
-// Thread-safety: all methods are safe from any thread.
+// A call that is let in holds an AdmissionTicket: its bytes of the budget
+// and, while it waits for a kernel thread, a queue slot. Dropping the ticket
+// gives both back, so no exit path of a call can leak budget.
+//
+// Example:
+//   AdmissionController::Limit limit;
+//   absl::StatusOr<AdmissionTicket> ticket =
+//       admission.Admit(bytes, AdmissionController::Queue::kNow, &limit);
+//   if (!ticket.ok()) return ticket.status();  // RESOURCE_EXHAUSTED; `limit` says which
+//   ... ticket->LeaveQueue() when the kernel starts ...
+//   // ~AdmissionTicket (or Release()) returns the bytes.
+//
+// Thread-safety: AdmissionController's methods are safe from any thread. An
+// AdmissionTicket belongs to one call and is used by one thread at a time.
 #ifndef TENSOROPS_SERVER_ADMISSION_H_
 #define TENSOROPS_SERVER_ADMISSION_H_
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
 namespace tensorops {
 
+class AdmissionTicket;
+
 class AdmissionController {
  public:
   enum class Limit { kNone, kQueue, kInflightBytes };
+  // kNow: the call is ready to run and takes a queue slot with its bytes.
+  // kLater: bytes only (a streamed call, whose data arrives over time); the
+  // ticket's EnterQueue() takes the slot once the upload is complete.
+  enum class Queue { kNow, kLater };
+  // Told every change of (admitted requests, their bytes, queued requests),
+  // with the controller's lock held: keep it cheap (a gauge Set).
+  using Observer = std::function<void(int64_t inflight, int64_t bytes, int64_t queued)>;
 
-  AdmissionController(int64_t max_queue, int64_t max_inflight_bytes)
-      : max_queue_(max_queue), max_inflight_bytes_(max_inflight_bytes) {}
+  AdmissionController(int64_t max_queue, int64_t max_inflight_bytes, Observer observer = nullptr)
+      : max_queue_(max_queue),
+        max_inflight_bytes_(max_inflight_bytes),
+        observer_(std::move(observer)) {}
 
-  // Takes a queue slot and `bytes` of the budget, or returns RESOURCE_EXHAUSTED
-  // saying which limit (and sets *limit), or UNAVAILABLE once Close()d
-  // (*limit stays kNone).
-  absl::Status Admit(int64_t bytes, Limit* limit);
-  // For a streamed request, whose bytes arrive over time: takes `bytes` of
-  // the budget (counted in flight from now on) but no queue slot yet; call
-  // EnterQueue once its upload is complete, then LeaveQueue/Finish as above.
-  absl::Status AdmitStream(int64_t bytes, Limit* limit);
-  // Takes a queue slot for a request admitted with AdmitStream.
-  absl::Status EnterQueue(Limit* limit);
-  // The request left the queue (its task started).
-  void LeaveQueue();
-  // The request finished; gives back its bytes.
-  void Finish(int64_t bytes);
+  // Takes `bytes` of the budget (and with Queue::kNow a queue slot), or
+  // returns RESOURCE_EXHAUSTED saying which limit (and sets *limit), or
+  // UNAVAILABLE once Close()d (*limit stays kNone).
+  absl::StatusOr<AdmissionTicket> Admit(int64_t bytes, Queue queue, Limit* limit);
+  // The drain: from now on Admit refuses with UNAVAILABLE, so once WaitIdle
+  // returns true nothing is admitted any more. A ticket's EnterQueue still
+  // works for streams admitted before (their upload may go on).
+  void Close();
 
   int64_t queued() const;
   int64_t inflight_requests() const;
   int64_t inflight_bytes() const;
-  // The drain: from now on Admit and AdmitStream refuse with UNAVAILABLE, so
-  // once WaitIdle returns true nothing is admitted any more. EnterQueue still
-  // works for streams admitted before (their upload may go on).
-  void Close();
   // Waits until no request is in flight, or until `deadline`. True if none is.
   bool WaitIdle(absl::Time deadline);
 
  private:
-  // All three with mu_ held.
+  friend class AdmissionTicket;
+
+  // All with mu_ held.
   absl::Status CheckOpen() const;
   absl::Status CheckQueue(Limit* limit) const;
   absl::Status CheckBytes(int64_t bytes, Limit* limit) const;
+  void Notify() const;
+
+  // For AdmissionTicket.
+  absl::Status EnterQueue(Limit* limit);
+  void LeaveQueue();
+  void Release(int64_t bytes);
 
   const int64_t max_queue_;
   const int64_t max_inflight_bytes_;
+  const Observer observer_;
   // std::mutex rather than absl::Mutex so ThreadSanitizer sees it (see
   // kernels/thread_pool.h).
   mutable std::mutex mu_;
@@ -64,6 +89,39 @@ class AdmissionController {
   int64_t inflight_ = 0;          // guarded by mu_
   int64_t bytes_ = 0;             // guarded by mu_
   bool closed_ = false;           // guarded by mu_
+};
+
+// One admitted call's share of the controller: move-only; empty when
+// default-constructed or moved from. The controller must outlive it.
+class AdmissionTicket {
+ public:
+  AdmissionTicket() = default;
+  AdmissionTicket(AdmissionTicket&& other) noexcept { *this = std::move(other); }
+  AdmissionTicket& operator=(AdmissionTicket&& other) noexcept;
+  AdmissionTicket(const AdmissionTicket&) = delete;
+  AdmissionTicket& operator=(const AdmissionTicket&) = delete;
+  ~AdmissionTicket() { Release(); }
+
+  bool held() const { return controller_ != nullptr; }
+  int64_t bytes() const { return bytes_; }
+  bool queued() const { return queued_; }
+
+  // A ticket admitted with Queue::kLater takes its queue slot, or returns
+  // RESOURCE_EXHAUSTED (and sets *limit) when the queue is full.
+  absl::Status EnterQueue(AdmissionController::Limit* limit);
+  // The call left the queue (its kernel task started). No-op if not queued.
+  void LeaveQueue();
+  // Gives back the queue slot (if still held) and the bytes. Idempotent.
+  void Release();
+
+ private:
+  friend class AdmissionController;
+  AdmissionTicket(AdmissionController* controller, int64_t bytes, bool queued)
+      : controller_(controller), bytes_(bytes), queued_(queued) {}
+
+  AdmissionController* controller_ = nullptr;
+  int64_t bytes_ = 0;
+  bool queued_ = false;
 };
 
 }  // namespace tensorops

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/status_macros.h"
-#include "server/attrs_codec.h"
+#include "wire/attrs_codec.h"
 
 namespace tensorops {
 
@@ -37,7 +37,9 @@ absl::StatusOr<std::unique_ptr<PreparedExecution>> PreparedExecution::Make(
         "request needs ", request_bytes, " bytes of decoded inputs plus ", exec->output_bytes(),
         " bytes of output; the limit is ", limits.max_request_bytes, " (--max_request_bytes)"));
   }
-  // The reply mirrors the data input's encoding (every op's first input is its data).
+  // The reply's encoding (raw or typed fields) mirrors the first input's: the
+  // protocol's rule, whatever the output's type (which Prepare checked
+  // against the op's inference).
   if (!exec->inputs_.empty()) exec->encoding_ = exec->inputs_[0].encoding;
   return exec;
 }

@@ -9,8 +9,8 @@
 #include "absl/status/statusor.h"
 #include "kernels/op_registry.h"
 #include "kernels/thread_pool.h"
-#include "server/limits.h"
-#include "server/tensor_codec.h"
+#include "wire/limits.h"
+#include "wire/tensor_codec.h"
 #include "tensorops/v1/tensorops.pb.h"
 
 namespace tensorops {
@@ -30,7 +30,7 @@ class PreparedExecution {
   // input's encoding (raw output is written in place, no extra copy). With a
   // pool, outputs of at least `min_parallel_bytes` are split across it.
   void Run(v1::ExecuteResponse* response, ThreadPool* pool = nullptr,
-           int64_t min_parallel_bytes = int64_t{1} << 20);
+           int64_t min_parallel_bytes = kDefaultMinParallelBytes);
 
   // Bytes of output the kernel writes (for metrics and admission later).
   int64_t output_bytes() const;

@@ -72,9 +72,37 @@ static_assert(static_cast<int>(Metrics::Limit::kInflightBytes) == 1);
 
 constexpr char kUnknownOp[] = "unknown";
 constexpr char kNoOp[] = "none";
-constexpr char kExecute[] = "Execute";
-constexpr char kExecuteStream[] = "ExecuteStream";
 constexpr char kListOps[] = "ListOps";
+
+// What RecordCall's two byte counts are for a front door.
+enum class BytesKind {
+  kMessageSizes,  // request/response message sizes: tensorops_{request,response}_size_bytes
+  kStreamBytes,   // tensor bytes received/sent: tensorops_stream_bytes_total
+};
+struct MethodRow {
+  CallMethod method;
+  const char* name;
+  BytesKind bytes;
+};
+constexpr std::array<MethodRow, kNumCallMethods> kMethods = {{
+    {CallMethod::kExecute, "Execute", BytesKind::kMessageSizes},
+    {CallMethod::kExecuteStream, "ExecuteStream", BytesKind::kStreamBytes},
+    {CallMethod::kModelInfer, "ModelInfer", BytesKind::kMessageSizes},
+    // One call per request message of the stream.
+    {CallMethod::kModelStreamInfer, "ModelStreamInfer", BytesKind::kMessageSizes},
+}};
+constexpr bool MethodsInOrder() {
+  for (int i = 0; i < kNumCallMethods; ++i) {
+    if (static_cast<int>(kMethods[i].method) != i) return false;
+  }
+  return true;
+}
+static_assert(MethodsInOrder(), "kMethods is indexed by CallMethod");
+
+int MethodIndex(CallMethod method) {
+  const int i = static_cast<int>(method);
+  return (i >= 0 && i < kNumCallMethods) ? i : 0;
+}
 
 // 5 us .. 10 s: a small memcpy-bound op takes microseconds, a big one or a
 // long queue wait takes seconds.
@@ -104,13 +132,11 @@ struct Metrics::Impl {
   std::vector<std::string> op_names;
   int unknown_index = 0;
 
-  // [op_index][code], op_index over known ops + unknown.
-  std::vector<std::array<prometheus::Counter*, kNumCodes>> execute_requests;
-  std::vector<std::array<prometheus::Counter*, kNumCodes>> stream_requests;
+  // [method][op_index][code], op_index over known ops + unknown.
+  std::array<std::vector<std::array<prometheus::Counter*, kNumCodes>>, kNumCallMethods> requests;
   std::array<prometheus::Counter*, kNumCodes> list_ops_requests{};
-  // [op_index], known ops + unknown.
-  std::vector<prometheus::Histogram*> execute_duration;
-  std::vector<prometheus::Histogram*> stream_duration;
+  // [method][op_index], known ops + unknown.
+  std::array<std::vector<prometheus::Histogram*>, kNumCallMethods> duration;
   // [op_index]: tensor bytes streamed in and out.
   std::vector<prometheus::Counter*> stream_received;
   std::vector<prometheus::Counter*> stream_sent;
@@ -126,6 +152,10 @@ struct Metrics::Impl {
   prometheus::Gauge* inflight_bytes = nullptr;
   prometheus::Gauge* queue_depth = nullptr;
   prometheus::Gauge* pool_threads = nullptr;
+  prometheus::Gauge* shm_regions = nullptr;
+  // [op_index], known ops + unknown: [0] success, [1] fail.
+  std::vector<std::array<prometheus::Counter*, 2>> call_seconds;
+  std::vector<prometheus::Gauge*> last_call;
 
   // Any index from OpIndex() is valid; clamp anything else to "unknown".
   int AnyOp(int op_index) const {
@@ -148,18 +178,14 @@ Metrics::Metrics(const std::vector<std::string>& ops)
                            "Finished RPCs by method, op (\"unknown\" for an op name the "
                            "server does not know, \"none\" for ListOps) and gRPC status code.")
                        .Register(*registry_);
-  m.execute_requests.resize(num_any);
-  for (size_t op = 0; op < num_any; ++op) {
-    for (int code = 0; code < kNumCodes; ++code) {
-      m.execute_requests[op][code] =
-          &requests.Add({{"method", kExecute}, {"op", m.op_names[op]}, {"code", kCodeNames[code]}});
-    }
-  }
-  m.stream_requests.resize(num_any);
-  for (size_t op = 0; op < num_any; ++op) {
-    for (int code = 0; code < kNumCodes; ++code) {
-      m.stream_requests[op][code] = &requests.Add(
-          {{"method", kExecuteStream}, {"op", m.op_names[op]}, {"code", kCodeNames[code]}});
+  for (int method = 0; method < kNumCallMethods; ++method) {
+    m.requests[method].resize(num_any);
+    for (size_t op = 0; op < num_any; ++op) {
+      for (int code = 0; code < kNumCodes; ++code) {
+        m.requests[method][op][code] = &requests.Add({{"method", kMethods[method].name},
+                                                      {"op", m.op_names[op]},
+                                                      {"code", kCodeNames[code]}});
+      }
     }
   }
   for (int code = 0; code < kNumCodes; ++code) {
@@ -174,13 +200,11 @@ Metrics::Metrics(const std::vector<std::string>& ops)
               "Whole-RPC latency in seconds, from the handler receiving the request to "
               "the response being handed to gRPC (decode, queue, kernel, encode).")
           .Register(*registry_);
-  for (size_t op = 0; op < num_any; ++op) {
-    m.execute_duration.push_back(
-        &request_duration.Add({{"method", kExecute}, {"op", m.op_names[op]}}, DurationBuckets()));
-  }
-  for (size_t op = 0; op < num_any; ++op) {
-    m.stream_duration.push_back(&request_duration.Add(
-        {{"method", kExecuteStream}, {"op", m.op_names[op]}}, DurationBuckets()));
+  for (int method = 0; method < kNumCallMethods; ++method) {
+    for (size_t op = 0; op < num_any; ++op) {
+      m.duration[method].push_back(&request_duration.Add(
+          {{"method", kMethods[method].name}, {"op", m.op_names[op]}}, DurationBuckets()));
+    }
   }
   m.list_ops_duration =
       &request_duration.Add({{"method", kListOps}, {"op", kNoOp}}, DurationBuckets());
@@ -200,13 +224,14 @@ Metrics::Metrics(const std::vector<std::string>& ops)
   auto& queue_duration = prometheus::BuildHistogram()
                              .Name("tensorops_queue_duration_seconds")
                              .Help(
-                                 "Seconds an admitted Execute waited for a kernel-pool "
-                                 "thread before its kernel started.")
+                                 "Seconds a call held a queue slot: from entering the queue "
+                                 "(Execute: when admitted; ExecuteStream: when its upload "
+                                 "completed) until a kernel-pool thread took it.")
                              .Register(*registry_);
   auto& kernel_duration = prometheus::BuildHistogram()
                               .Name("tensorops_kernel_duration_seconds")
                               .Help(
-                                  "Seconds the kernel of an Execute ran (all pool threads "
+                                  "Seconds the kernel of a call ran (all pool threads "
                                   "together, wall clock).")
                               .Register(*registry_);
   for (int op = 0; op < m.unknown_index; ++op) {
@@ -216,12 +241,12 @@ Metrics::Metrics(const std::vector<std::string>& ops)
 
   auto& request_size = prometheus::BuildHistogram()
                            .Name("tensorops_request_size_bytes")
-                           .Help("Size in bytes of each Execute request message.")
+                           .Help("Size in bytes of each Execute and ModelInfer request message.")
                            .Register(*registry_);
   auto& response_size = prometheus::BuildHistogram()
                             .Name("tensorops_response_size_bytes")
                             .Help(
-                                "Size in bytes of each Execute response message "
+                                "Size in bytes of each Execute and ModelInfer response message "
                                 "(0 when the RPC failed).")
                             .Register(*registry_);
   for (size_t op = 0; op < num_any; ++op) {
@@ -278,6 +303,29 @@ Metrics::Metrics(const std::vector<std::string>& ops)
                         .Help("Threads in the kernel thread pool.")
                         .Register(*registry_)
                         .Add({});
+  m.shm_regions = &prometheus::BuildGauge()
+                       .Name("tensorops_shared_memory_regions")
+                       .Help(
+                           "System shared-memory regions registered through the Open "
+                           "Inference Protocol (--shared_memory=system).")
+                       .Register(*registry_)
+                       .Add({});
+  auto& call_seconds = prometheus::BuildCounter()
+                           .Name("tensorops_call_seconds_total")
+                           .Help(
+                               "Cumulative whole-call seconds of finished calls of every front "
+                               "door, by op and result (success: OK; fail: any other code). "
+                               "ModelStatistics reports these.")
+                           .Register(*registry_);
+  auto& last_call = prometheus::BuildGauge()
+                        .Name("tensorops_last_call_timestamp_seconds")
+                        .Help("Unix time at which the last call of each op finished.")
+                        .Register(*registry_);
+  for (size_t op = 0; op < num_any; ++op) {
+    m.call_seconds.push_back({&call_seconds.Add({{"op", m.op_names[op]}, {"result", "success"}}),
+                              &call_seconds.Add({{"op", m.op_names[op]}, {"result", "fail"}})});
+    m.last_call.push_back(&last_call.Add({{"op", m.op_names[op]}}));
+  }
 }
 
 Metrics::~Metrics() = default;
@@ -315,22 +363,26 @@ int Metrics::OpIndex(absl::string_view op) const {
 
 int Metrics::unknown_op_index() const { return impl_->unknown_index; }
 
-void Metrics::RecordExecute(int op_index, grpc::StatusCode code, double seconds,
-                            int64_t request_bytes, int64_t response_bytes) {
-  const int op = impl_->AnyOp(op_index);
-  impl_->execute_requests[op][CodeIndex(code)]->Increment();
-  impl_->execute_duration[op]->Observe(seconds);
-  impl_->request_size[op]->Observe(static_cast<double>(request_bytes));
-  impl_->response_size[op]->Observe(static_cast<double>(response_bytes));
-}
+const char* CallMethodName(CallMethod method) { return kMethods[MethodIndex(method)].name; }
 
-void Metrics::RecordExecuteStream(int op_index, grpc::StatusCode code, double seconds,
-                                  int64_t received_bytes, int64_t sent_bytes) {
+void Metrics::RecordCall(CallMethod method, int op_index, grpc::StatusCode code, double seconds,
+                         int64_t bytes_in, int64_t bytes_out) {
+  const int m = MethodIndex(method);
   const int op = impl_->AnyOp(op_index);
-  impl_->stream_requests[op][CodeIndex(code)]->Increment();
-  impl_->stream_duration[op]->Observe(seconds);
-  impl_->stream_received[op]->Increment(static_cast<double>(received_bytes));
-  impl_->stream_sent[op]->Increment(static_cast<double>(sent_bytes));
+  impl_->requests[m][op][CodeIndex(code)]->Increment();
+  impl_->duration[m][op]->Observe(seconds);
+  impl_->call_seconds[op][code == grpc::StatusCode::OK ? 0 : 1]->Increment(seconds);
+  impl_->last_call[op]->SetToCurrentTime();
+  switch (kMethods[m].bytes) {
+    case BytesKind::kMessageSizes:
+      impl_->request_size[op]->Observe(static_cast<double>(bytes_in));
+      impl_->response_size[op]->Observe(static_cast<double>(bytes_out));
+      break;
+    case BytesKind::kStreamBytes:
+      impl_->stream_received[op]->Increment(static_cast<double>(bytes_in));
+      impl_->stream_sent[op]->Increment(static_cast<double>(bytes_out));
+      break;
+  }
 }
 
 void Metrics::RecordListOps(grpc::StatusCode code, double seconds) {
@@ -359,18 +411,39 @@ void Metrics::RecordRejected(Limit limit) {
   impl_->rejected[l]->Increment();
 }
 
-void Metrics::AddInflightRequests(int64_t delta) {
-  impl_->inflight_requests->Increment(static_cast<double>(delta));
+void Metrics::SetAdmission(int64_t inflight_requests, int64_t inflight_bytes, int64_t queued) {
+  impl_->inflight_requests->Set(static_cast<double>(inflight_requests));
+  impl_->inflight_bytes->Set(static_cast<double>(inflight_bytes));
+  impl_->queue_depth->Set(static_cast<double>(queued));
 }
-
-void Metrics::AddInflightBytes(int64_t delta) {
-  impl_->inflight_bytes->Increment(static_cast<double>(delta));
-}
-
-void Metrics::SetQueueDepth(int64_t depth) { impl_->queue_depth->Set(static_cast<double>(depth)); }
 
 void Metrics::SetPoolThreads(int64_t threads) {
   impl_->pool_threads->Set(static_cast<double>(threads));
+}
+
+void Metrics::SetSharedMemoryRegions(int64_t regions) {
+  impl_->shm_regions->Set(static_cast<double>(regions));
+}
+
+Metrics::OpTotals Metrics::ReadOpTotals(int op_index) const {
+  OpTotals t;
+  if (!impl_->KnownOp(op_index)) return t;
+  for (int m = 0; m < kNumCallMethods; ++m) {
+    for (int code = 0; code < kNumCodes; ++code) {
+      const auto n = static_cast<uint64_t>(impl_->requests[m][op_index][code]->Value());
+      (code == 0 ? t.success_count : t.fail_count) += n;
+    }
+  }
+  t.success_seconds = impl_->call_seconds[op_index][0]->Value();
+  t.fail_seconds = impl_->call_seconds[op_index][1]->Value();
+  const prometheus::ClientMetric queue = impl_->queue_duration[op_index]->Collect();
+  t.queue_count = queue.histogram.sample_count;
+  t.queue_seconds = queue.histogram.sample_sum;
+  const prometheus::ClientMetric kernel = impl_->kernel_duration[op_index]->Collect();
+  t.kernel_count = kernel.histogram.sample_count;
+  t.kernel_seconds = kernel.histogram.sample_sum;
+  t.last_call_unix_seconds = impl_->last_call[op_index]->Value();
+  return t;
 }
 
 }  // namespace tensorops

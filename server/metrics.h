@@ -26,6 +26,14 @@ class Histogram;
 
 namespace tensorops {
 
+// The front doors of the service: the `method` label of per-call metrics and
+// the index of their metric children. A new front door adds a value here and
+// a row to kMethods in metrics.cc.
+enum class CallMethod { kExecute = 0, kExecuteStream = 1, kModelInfer = 2, kModelStreamInfer = 3 };
+inline constexpr int kNumCallMethods = 4;
+// "Execute", "ExecuteStream" (the gRPC method name).
+const char* CallMethodName(CallMethod method);
+
 class Metrics {
  public:
   // `ops`: the canonical op names, used as the `op` label. Requests naming
@@ -45,17 +53,17 @@ class Metrics {
   // The index of "unknown" (a call whose op is not known yet, or not at all).
   int unknown_op_index() const;
 
-  // One finished Execute: counts it under (op, code) and observes the whole
-  // request duration and the request/response sizes.
-  void RecordExecute(int op_index, grpc::StatusCode code, double seconds,
-                     int64_t request_bytes, int64_t response_bytes);
-  // One finished ExecuteStream: counts it under (method="ExecuteStream", op,
-  // code), observes its duration and adds the tensor bytes it received and sent.
-  void RecordExecuteStream(int op_index, grpc::StatusCode code, double seconds,
-                           int64_t received_bytes, int64_t sent_bytes);
+  // One finished call of a front door (see CallMethod): counts it under
+  // (method, op, code) and observes its whole duration. The two byte counts
+  // mean what the method's row in metrics.cc says: for Execute the request and
+  // response message sizes (histograms), for ExecuteStream the tensor bytes
+  // received and sent (counters).
+  void RecordCall(CallMethod method, int op_index, grpc::StatusCode code, double seconds,
+                  int64_t bytes_in, int64_t bytes_out);
   // One finished ListOps.
   void RecordListOps(grpc::StatusCode code, double seconds);
-  // An Execute or ExecuteStream that reached the kernel: time spent queued, time in the kernel.
+  // A call that reached its kernel: the time it held a queue slot (from
+  // entering the queue until a thread took it), then the kernel's time.
   void RecordKernel(int op_index, double queue_seconds, double kernel_seconds);
   // Dropped after admission and before its kernel ran.
   enum class DropReason { kDeadline, kCancelled, kShutdown };
@@ -64,11 +72,28 @@ class Metrics {
   enum class Limit { kQueue, kInflightBytes };
   void RecordRejected(Limit limit);
 
-  // Gauges the service keeps current.
-  void AddInflightRequests(int64_t delta);
-  void AddInflightBytes(int64_t delta);
-  void SetQueueDepth(int64_t depth);
+  // Admission control's state (its Observer): admitted calls, their bytes,
+  // calls waiting in the queue.
+  void SetAdmission(int64_t inflight_requests, int64_t inflight_bytes, int64_t queued);
   void SetPoolThreads(int64_t threads);
+  // Registered system shared-memory regions (Open Inference Protocol).
+  void SetSharedMemoryRegions(int64_t regions);
+
+  // One op's numbers as /metrics shows them, summed over every front door
+  // (for the Open Inference Protocol's ModelStatistics).
+  struct OpTotals {
+    uint64_t success_count = 0;  // tensorops_requests_total{op, code="OK"}
+    uint64_t fail_count = 0;     // tensorops_requests_total{op, code!="OK"}
+    double success_seconds = 0;  // tensorops_call_seconds_total{op, result="success"}
+    double fail_seconds = 0;     // tensorops_call_seconds_total{op, result="fail"}
+    uint64_t queue_count = 0;    // tensorops_queue_duration_seconds{op}: count, sum
+    double queue_seconds = 0;
+    uint64_t kernel_count = 0;  // tensorops_kernel_duration_seconds{op}: count, sum
+    double kernel_seconds = 0;
+    double last_call_unix_seconds = 0;  // tensorops_last_call_timestamp_seconds{op}
+  };
+  // `op_index` from OpIndex(); unknown ops give zeros.
+  OpTotals ReadOpTotals(int op_index) const;
 
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
 

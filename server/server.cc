@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "grpc/health/v1/health.pb.h"
@@ -114,10 +115,36 @@ absl::StatusOr<std::string> ReadAuthTokenFile(const std::string& path) {
   return token;
 }
 
+int64_t ServerOptions::EffectiveStreamChunkBytes() const {
+  return std::min(limits.stream_chunk_bytes, max_message_bytes - kStreamFramingReserveBytes);
+}
+
+absl::Status ServerOptions::Validate() const {
+  for (int64_t v : {limits.max_rank, limits.max_tensor_elements, limits.max_tensor_bytes,
+                    limits.max_request_bytes}) {
+    if (v < 0) {
+      return absl::InvalidArgumentError(
+          "--max_rank, --max_tensor_elements, --max_tensor_bytes and --max_request_bytes must "
+          "be >= 0");
+    }
+  }
+  if (limits.max_stream_bytes < 0) {
+    return absl::InvalidArgumentError("--max_stream_bytes must be >= 0");
+  }
+  if (EffectiveStreamChunkBytes() < kMinStreamChunkBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--stream_chunk_bytes must be at least ", kMinStreamChunkBytes,
+                     ", and --max_message_bytes at least ", kMinStreamChunkBytes, " + 64 KiB"));
+  }
+  // The TLS files are checked (paired, readable) where Start reads them.
+  return absl::OkStatus();
+}
+
 TensorOpsServer::TensorOpsServer(const ServerOptions& options) : options_(options) {}
 
 absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
     const ServerOptions& options) {
+  if (absl::Status valid = options.Validate(); !valid.ok()) return valid;
   std::unique_ptr<TensorOpsServer> s(new TensorOpsServer(options));
   RegisterBuiltinOps(&s->registry_);
   std::vector<std::string> op_names;
@@ -128,22 +155,36 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
     if (!mport.ok()) return mport.status();
     s->metrics_port_ = *mport;
   }
-  s->admission_ =
-      std::make_unique<AdmissionController>(options.max_queue, options.max_inflight_bytes);
+  Metrics* metrics = s->metrics_.get();
+  s->admission_ = std::make_unique<AdmissionController>(
+      options.max_queue, options.max_inflight_bytes,
+      [metrics](int64_t inflight, int64_t bytes, int64_t queued) {
+        metrics->SetAdmission(inflight, bytes, queued);
+      });
   const int threads =
       options.threads > 0 ? options.threads
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   s->pool_ = std::make_unique<ThreadPool>(threads);
   s->metrics_->SetPoolThreads(threads);
-  TensorOpsService::Options service_options;
-  service_options.access_log = options.access_log;
-  service_options.min_parallel_bytes = options.min_parallel_bytes;
-  service_options.inline_max_bytes = options.inline_max_bytes;
-  service_options.limits = options.limits;
-  service_options.auth_token = options.auth_token;
-  s->service_ = std::make_unique<TensorOpsService>(&s->registry_, s->pool_.get(),
-                                                   s->admission_.get(), s->metrics_.get(),
-                                                   service_options);
+  CallPipeline::Options pipeline_options;
+  pipeline_options.access_log = options.access_log;
+  pipeline_options.min_parallel_bytes = options.min_parallel_bytes;
+  pipeline_options.inline_max_bytes = options.inline_max_bytes;
+  pipeline_options.limits = options.limits;
+  // A chunk plus its message framing must fit in one gRPC message, so a
+  // small max_message_bytes alone works.
+  pipeline_options.limits.stream_chunk_bytes = options.EffectiveStreamChunkBytes();
+  pipeline_options.auth_token = options.auth_token;
+  s->pipeline_ = std::make_unique<CallPipeline>(&s->registry_, s->pool_.get(),
+                                                s->admission_.get(), metrics, pipeline_options);
+  s->service_ = std::make_unique<TensorOpsService>(s->pipeline_.get());
+  // The Open Inference Protocol: one more front door on the same pipeline.
+  ShmRegistry::Options shm_options;
+  shm_options.enabled = options.shared_memory;
+  shm_options.key_prefix = options.shared_memory_key_prefix;
+  s->shm_ = std::make_unique<ShmRegistry>(shm_options);
+  s->inference_service_ = std::make_unique<InferenceService>(s->pipeline_.get(), s->shm_.get(),
+                                                             !options.auth_token.empty());
 
   gpr_set_log_function(&GrpcLog);  // process-wide
   // Both are process-wide switches read by the next ServerBuilder.
@@ -160,6 +201,11 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = MakeServerCredentials(options);
   if (!creds.ok()) return creds.status();
   builder.AddListeningPort(address, *creds, &s->port_);
+  // Extra addresses (--listen), e.g. a Unix socket for sidecars on this host.
+  std::vector<int> extra_ports(options.listen.size(), 0);
+  for (size_t i = 0; i < options.listen.size(); ++i) {
+    builder.AddListeningPort(options.listen[i], *creds, &extra_ports[i]);
+  }
   // Keepalive pings find dead peers (also idle ones); a maximum connection
   // age makes clients reconnect now and then, so L4 load balancers spread them.
   if (options.keepalive_time > absl::ZeroDuration()) {
@@ -186,11 +232,25 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
   builder.SetMaxReceiveMessageSize(max_message);
   builder.SetMaxSendMessageSize(max_message);
   builder.RegisterService(s->service_.get());
+  builder.RegisterService(s->inference_service_.get());
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
   }
+  for (size_t i = 0; i < options.listen.size(); ++i) {
+    if (extra_ports[i] == 0) {
+      return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen[i]));
+    }
+    // The drain ends these transports too (Shutdown, step 3).
+    if (absl::StartsWith(options.listen[i], "unix:")) {
+      s->extra_unix_paths_.push_back(options.listen[i].substr(5));
+    } else {
+      s->extra_tcp_ports_.push_back(extra_ports[i]);
+    }
+  }
   s->server_->GetHealthCheckService()->SetServingStatus(kServiceName, true);
+  // The Open Inference Protocol's service too (its ServerReady agrees).
+  s->server_->GetHealthCheckService()->SetServingStatus("inference.GRPCInferenceService", true);
   return s;
 }
 
@@ -205,7 +265,7 @@ void TensorOpsServer::Shutdown() {
   // 1. Health first, so load balancers stop sending; every new call is
   // answered UNAVAILABLE from now on, and nothing more is admitted.
   server_->GetHealthCheckService()->Shutdown();
-  service_->StartDraining();
+  pipeline_->StartDraining();
   admission_->Close();
   // 2. Admitted calls finish. A call counts as admitted until gRPC has handed
   // its last byte to the transport (the reactors' OnDone), so "idle" means
@@ -215,7 +275,7 @@ void TensorOpsServer::Shutdown() {
     Log(LogLevel::kWarning,
         absl::StrCat("drain timeout: dropping ", admission_->queued(),
                      " queued requests with UNAVAILABLE"));
-    service_->AbortQueued();
+    pipeline_->AbortQueued();
     admission_->WaitIdle(absl::Now() + kAbortedCallsWait);
   }
   absl::SleepFor(kAnnounceNotServing - (absl::Now() - drain_start));
@@ -225,7 +285,9 @@ void TensorOpsServer::Shutdown() {
   // reports as UNAVAILABLE. grpc::Server::Shutdown with clients still sending
   // would instead cancel what reaches it before they read its GOAWAY
   // (CANCELLED, which no client may see unless it cancelled).
-  const ServedAddresses served{{port_}, {}};
+  ServedAddresses served{{port_}, extra_unix_paths_};
+  served.tcp_ports.insert(served.tcp_ports.end(), extra_tcp_ports_.begin(),
+                          extra_tcp_ports_.end());
   g_listeners_shut.store(true);
   const std::vector<int> listeners = ShutdownListeners(served);
   const absl::Time close_deadline = absl::Now() + kConnectionsCloseWait;

@@ -12,31 +12,45 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "kernels/op_registry.h"
 #include "kernels/thread_pool.h"
 #include "server/admission.h"
-#include "server/limits.h"
+#include "server/call.h"
+#include "server/inference_service.h"
+#include "wire/limits.h"
 #include "server/metrics.h"
 #include "server/service.h"
+#include "server/shm_registry.h"
 
 namespace tensorops {
 
+// Every setting of a server, with its one default (tensorops-server's flags
+// take their defaults from here). Start() calls Validate(), so tests and
+// embedders get the same checks as the binary.
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 50051;  // 0 picks a free port
-  int threads = 0;   // kernel pool size; 0 = hardware threads
+  // More addresses to serve on, as gRPC names them: "unix:/run/x.sock",
+  // "127.0.0.1:50052", ... (--listen).
+  std::vector<std::string> listen;
+  // System shared memory for the Open Inference Protocol (--shared_memory=system);
+  // off by default.
+  bool shared_memory = false;
+  std::string shared_memory_key_prefix;
+  int threads = 0;  // kernel pool size; 0 = hardware threads
   int64_t max_queue = 1024;
   int64_t max_inflight_bytes = int64_t{8} << 30;
-  int64_t max_message_bytes = int64_t{272} << 20;
+  int64_t max_message_bytes = kDefaultMaxMessageBytes;
   std::string metrics_host = "127.0.0.1";
   int metrics_port = 9464;  // 0 picks a free port; -1 disables the endpoint
   absl::Duration drain_timeout = absl::Seconds(10);
   bool access_log = false;
-  int64_t min_parallel_bytes = int64_t{1} << 20;
-  int64_t inline_max_bytes = 0;  // see TensorOpsService::Options
+  int64_t min_parallel_bytes = kDefaultMinParallelBytes;
+  int64_t inline_max_bytes = 0;  // see CallPipeline::Options
   // --max_rank, --max_tensor_elements, --max_tensor_bytes, --max_request_bytes,
   // --max_stream_bytes, --stream_chunk_bytes.
   RequestLimits limits;
@@ -56,6 +70,15 @@ struct ServerOptions {
   absl::Duration max_connection_age = absl::Minutes(5);
   absl::Duration max_connection_age_grace = absl::Seconds(30);
   absl::Duration max_connection_idle = absl::ZeroDuration();
+
+  // INVALID_ARGUMENT naming the flag when a setting cannot work: a negative
+  // size limit, a stream chunk below 4096 bytes once capped to fit a message
+  // (max_message_bytes minus the 64 KiB framing reserve). Files are not
+  // checked here: Start reads them (TLS, and its pairing rules).
+  absl::Status Validate() const;
+  // The chunk size a server with these options uses: stream_chunk_bytes,
+  // capped so that a chunk and its framing fit in one message.
+  int64_t EffectiveStreamChunkBytes() const;
 };
 
 // Reads a bearer token file for ServerOptions::auth_token: trailing CR/LF
@@ -87,9 +110,15 @@ class TensorOpsServer {
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<AdmissionController> admission_;
   std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<CallPipeline> pipeline_;
   std::unique_ptr<TensorOpsService> service_;
+  std::unique_ptr<ShmRegistry> shm_;
+  std::unique_ptr<InferenceService> inference_service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
+  // Where --listen added transports (the drain shuts them like port_).
+  std::vector<int> extra_tcp_ports_;
+  std::vector<std::string> extra_unix_paths_;
   int metrics_port_ = -1;
   bool shut_down_ = false;
 };

@@ -8,9 +8,9 @@
 #include "absl/strings/str_format.h"
 #include "kernels/shape.h"
 #include "kernels/status_macros.h"
-#include "server/attrs_codec.h"
-#include "server/crc32.h"
-#include "server/tensor_codec.h"
+#include "wire/attrs_codec.h"
+#include "wire/crc32.h"
+#include "wire/tensor_codec.h"
 
 namespace tensorops {
 namespace {
@@ -24,11 +24,20 @@ std::string InputName(const OpDef& def, int i) {
 
 std::string Hex32(uint32_t v) { return absl::StrFormat("0x%08x", v); }
 
+absl::Status TooBig(const RequestLimits& limits, absl::string_view what, int64_t bytes,
+                    absl::Span<const int64_t> dims, DType dtype) {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "streamed call needs more than ", limits.max_stream_bytes, " bytes of inputs and output (",
+      what, " is ", bytes, " bytes, shape ", ShapeToString(dims), " of ", DTypeName(dtype),
+      "); the limit is ", limits.max_stream_bytes, " (--max_stream_bytes)"));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<StreamedExecution>> StreamedExecution::Begin(
     const OpRegistry& registry, const v1::StreamHeader& header, const RequestLimits& limits) {
   std::unique_ptr<StreamedExecution> s(new StreamedExecution());
+  s->registry_ = &registry;
   s->limits_ = limits;
   s->attrs_ = DecodeAttrs(header.attrs());
   std::vector<TensorView> views;  // no data yet: only what the spec checks need
@@ -53,19 +62,10 @@ absl::StatusOr<std::unique_ptr<StreamedExecution>> StreamedExecution::Begin(
     const absl::Span<const int64_t> dims(h.shape().data(), h.shape_size());
     ASSIGN_OR_RETURN(const int64_t bytes,
                      CheckedByteSize(dims, ElementWidth(dtype), absl::StrCat(what, ".shape")));
-    // Every op here writes one output of its data input's type and shape
-    // (checked again after the op's validation in Run): count it with inputs[0].
-    const int64_t output = i == 0 ? bytes : 0;
-    if (bytes > limits.max_stream_bytes - total ||
-        output > limits.max_stream_bytes - total - bytes) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "streamed call needs more than ", limits.max_stream_bytes,
-          " bytes of inputs and output (", what, " is ", bytes, " bytes, shape ",
-          ShapeToString(dims), " of ", DTypeName(dtype), "); the limit is ",
-          limits.max_stream_bytes, " (--max_stream_bytes)"));
+    if (bytes > limits.max_stream_bytes - total) {
+      return TooBig(limits, what, bytes, dims, dtype);
     }
-    total += bytes + output;
-    if (i == 0) s->output_bytes_ = bytes;
+    total += bytes;
     s->input_bytes_ += bytes;
     Input in;
     in.dtype = dtype;
@@ -76,6 +76,24 @@ absl::StatusOr<std::unique_ptr<StreamedExecution>> StreamedExecution::Begin(
     s->inputs_.push_back(std::move(in));
   }
   ASSIGN_OR_RETURN(s->def_, registry.CheckCall(header.op(), views, s->attrs_));
+  // What the op will write, from its inference: reserved (and budgeted)
+  // before a byte is uploaded.
+  ASSIGN_OR_RETURN(std::vector<TensorType> outputs, s->def_->infer(views, s->attrs_));
+  if (outputs.size() != 1) {
+    return absl::UnimplementedError(absl::StrCat(
+        s->def_->spec.name, " has ", outputs.size(),
+        " outputs; ExecuteStream sends exactly one (use Execute)"));
+  }
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const std::string what = absl::StrCat("output[", o, "]");
+    ASSIGN_OR_RETURN(const int64_t bytes,
+                     CheckedByteSize(outputs[o].shape, ElementWidth(outputs[o].dtype), what));
+    if (bytes > limits.max_stream_bytes - total) {
+      return TooBig(limits, what, bytes, outputs[o].shape, outputs[o].dtype);
+    }
+    total += bytes;
+    s->output_bytes_ += bytes;
+  }
   return s;
 }
 
@@ -148,13 +166,8 @@ absl::Status StreamedExecution::Run(ThreadPool* pool, int64_t min_parallel_bytes
   std::vector<TensorView> views;
   views.reserve(inputs_.size());
   for (const Input& in : inputs_) views.push_back(in.tensor.view());
-  ASSIGN_OR_RETURN(PreparedOp op, def_->prepare(views, attrs_));
-  if (op.output_bytes() != output_bytes_) {
-    // Begin reserved the data input's size for the output; every op here keeps it.
-    return absl::InternalError(absl::StrCat(op_name(), " writes ", op.output_bytes(),
-                                            " bytes of output, not the ", output_bytes_,
-                                            " bytes reserved for it"));
-  }
+  // Prepare checks the plan against the op's inference, which Begin budgeted.
+  ASSIGN_OR_RETURN(PreparedOp op, registry_->Prepare(def_->spec.name, views, attrs_));
   output_ = Tensor(op.dtype, op.shape);
   RunPrepared(op, output_.mutable_data(), pool, min_parallel_bytes);
   inputs_.clear();  // the kernel's views die with `op` at return; nothing reads them after

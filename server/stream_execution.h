@@ -27,7 +27,7 @@
 #include "kernels/op_registry.h"
 #include "kernels/tensor.h"
 #include "kernels/thread_pool.h"
-#include "server/limits.h"
+#include "wire/limits.h"
 #include "tensorops/v1/tensorops.pb.h"
 
 namespace tensorops {
@@ -35,7 +35,8 @@ namespace tensorops {
 class StreamedExecution {
  public:
   // Validates the header against `limits` (max_rank, max_stream_bytes,
-  // stream_chunk_bytes); allocates nothing. Unknown op: UNIMPLEMENTED;
+  // stream_chunk_bytes) and sizes the output by the op's inference (OpDef::
+  // infer); allocates nothing. `registry` must outlive the execution. Unknown op: UNIMPLEMENTED;
   // bad header: INVALID_ARGUMENT; too big: RESOURCE_EXHAUSTED (naming the flag).
   static absl::StatusOr<std::unique_ptr<StreamedExecution>> Begin(
       const OpRegistry& registry, const v1::StreamHeader& header, const RequestLimits& limits);
@@ -84,6 +85,7 @@ class StreamedExecution {
 
   StreamedExecution() = default;
 
+  const OpRegistry* registry_ = nullptr;
   const OpDef* def_ = nullptr;
   Attrs attrs_;
   RequestLimits limits_;

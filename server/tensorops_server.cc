@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -18,30 +19,41 @@
 #include "server/logging.h"
 #include "server/server.h"
 
-ABSL_FLAG(std::string, host, "127.0.0.1",
+ABSL_FLAG(std::string, host, tensorops::ServerOptions().host,
           "Address to listen on for gRPC (0.0.0.0 accepts connections from other hosts).");
-ABSL_FLAG(int, port, 50051, "gRPC port; 0 picks a free port (printed at start).");
-ABSL_FLAG(int, threads, 0, "Kernel thread pool size; 0 means one per hardware thread.");
-ABSL_FLAG(int64_t, max_queue, 1024,
+ABSL_FLAG(int, port, tensorops::ServerOptions().port, "gRPC port; 0 picks a free port (printed at start).");
+ABSL_FLAG(std::vector<std::string>, listen, tensorops::ServerOptions().listen,
+          "More addresses to serve the same services on, comma-separated, as gRPC names "
+          "them: e.g. unix:/run/tensorops/tensorops.sock for sidecars on this host, or "
+          "0.0.0.0:50052. TLS and the bearer token apply to each.");
+ABSL_FLAG(std::string, shared_memory, "none",
+          "Open Inference Protocol shared memory: 'none' (default) or 'system' (callers on this "
+          "host may register POSIX shared-memory objects, which the server then maps; never "
+          "turn on for callers you would not let open files under /dev/shm).");
+ABSL_FLAG(std::string, shared_memory_key_prefix, tensorops::ServerOptions().shared_memory_key_prefix,
+          "With --shared_memory=system: only shared-memory keys starting with this (e.g. "
+          "/tensorops-) may be registered; empty allows any.");
+ABSL_FLAG(int, threads, tensorops::ServerOptions().threads, "Kernel thread pool size; 0 means one per hardware thread.");
+ABSL_FLAG(int64_t, max_queue, tensorops::ServerOptions().max_queue,
           "Requests that may wait for a kernel thread; past it, RESOURCE_EXHAUSTED.");
-ABSL_FLAG(int64_t, max_inflight_bytes, int64_t{8} << 30,
+ABSL_FLAG(int64_t, max_inflight_bytes, tensorops::ServerOptions().max_inflight_bytes,
           "Budget of request + response bytes over all admitted requests; past it, "
           "RESOURCE_EXHAUSTED.");
-ABSL_FLAG(int64_t, max_message_bytes, int64_t{272} << 20,
+ABSL_FLAG(int64_t, max_message_bytes, tensorops::kDefaultMaxMessageBytes,
           "Largest gRPC message received or sent (default fits a 256 MiB tensor in raw_data); "
           "larger requests get RESOURCE_EXHAUSTED from gRPC.");
-ABSL_FLAG(std::string, metrics_host, "127.0.0.1", "Address of the Prometheus /metrics endpoint.");
-ABSL_FLAG(int, metrics_port, 9464,
+ABSL_FLAG(std::string, metrics_host, tensorops::ServerOptions().metrics_host, "Address of the Prometheus /metrics endpoint.");
+ABSL_FLAG(int, metrics_port, tensorops::ServerOptions().metrics_port,
           "Port of the Prometheus /metrics endpoint; 0 picks a free port, -1 disables it.");
-ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(10),
+ABSL_FLAG(absl::Duration, drain_timeout, tensorops::ServerOptions().drain_timeout,
           "On SIGTERM/SIGINT: how long admitted requests may take to finish before queued "
           "ones are dropped with UNAVAILABLE.");
-ABSL_FLAG(bool, access_log, false,
+ABSL_FLAG(bool, access_log, tensorops::ServerOptions().access_log,
           "Log one line per request (op, status, bytes, microseconds) to stderr.");
 ABSL_FLAG(std::string, log_level, "info", "Least severe log line printed: error, warning, info.");
-ABSL_FLAG(int64_t, min_parallel_bytes, int64_t{1} << 20,
+ABSL_FLAG(int64_t, min_parallel_bytes, tensorops::kDefaultMinParallelBytes,
           "Output size from which one request is split across the kernel pool.");
-ABSL_FLAG(int64_t, inline_max_bytes, 0,
+ABSL_FLAG(int64_t, inline_max_bytes, tensorops::ServerOptions().inline_max_bytes,
           "Requests whose output is smaller than this run on the gRPC thread that received "
           "them instead of the kernel pool (saves a thread hand-off per small call); 0 keeps "
           "every kernel on the pool.");
@@ -49,22 +61,22 @@ ABSL_FLAG(bool, malloc_tuning, true,
           "Keep freed tensor buffers (up to 32 MiB each) in the heap for reuse instead of "
           "returning them to the OS, avoiding a page fault per 4 KiB on every large request. "
           "Memory is not returned to the OS after a burst.");
-// Request size limits (server/limits.h; README "Limits").
-ABSL_FLAG(int64_t, max_rank, 32,
+// Request size limits (wire/limits.h; README "Limits").
+ABSL_FLAG(int64_t, max_rank, tensorops::RequestLimits().max_rank,
           "Largest rank of any input tensor (NumPy's limit); past it, INVALID_ARGUMENT.");
-ABSL_FLAG(int64_t, max_tensor_elements, int64_t{1} << 28,
+ABSL_FLAG(int64_t, max_tensor_elements, tensorops::RequestLimits().max_tensor_elements,
           "Most elements in any one input tensor; past it, RESOURCE_EXHAUSTED.");
-ABSL_FLAG(int64_t, max_tensor_bytes, int64_t{256} << 20,
+ABSL_FLAG(int64_t, max_tensor_bytes, tensorops::RequestLimits().max_tensor_bytes,
           "Most decoded bytes in any one input tensor (STRING: 16 per element plus the "
           "characters); past it, RESOURCE_EXHAUSTED.");
-ABSL_FLAG(int64_t, max_request_bytes, int64_t{1} << 30,
+ABSL_FLAG(int64_t, max_request_bytes, tensorops::RequestLimits().max_request_bytes,
           "Most decoded bytes of all inputs plus the output of one request; past it, "
           "RESOURCE_EXHAUSTED.");
 // ExecuteStream (README "Big tensors: ExecuteStream").
-ABSL_FLAG(int64_t, max_stream_bytes, int64_t{8} << 30,
+ABSL_FLAG(int64_t, max_stream_bytes, tensorops::RequestLimits().max_stream_bytes,
           "Most bytes of inputs plus output in one ExecuteStream call (tensors past "
           "--max_tensor_bytes go this way); past it, RESOURCE_EXHAUSTED.");
-ABSL_FLAG(int64_t, stream_chunk_bytes, int64_t{1} << 20,
+ABSL_FLAG(int64_t, stream_chunk_bytes, tensorops::kDefaultStreamChunkBytes,
           "Largest ExecuteStream chunk accepted, and the size of the chunks sent back "
           "(at least 4096; capped at --max_message_bytes minus 64 KiB).");
 // Transport security and connection management (README "Security").
@@ -79,18 +91,19 @@ ABSL_FLAG(std::string, auth_token_file, "",
           "error). When set, every tensorops.v1.TensorOps call must send "
           "'authorization: Bearer <token>', else UNAUTHENTICATED; health and reflection "
           "stay open.");
-ABSL_FLAG(absl::Duration, keepalive_time, absl::Seconds(60),
+ABSL_FLAG(absl::Duration, keepalive_time, tensorops::ServerOptions().keepalive_time,
           "Interval of HTTP/2 keepalive pings to each client (also idle ones); 0 = gRPC's "
           "default (2h).");
-ABSL_FLAG(absl::Duration, keepalive_timeout, absl::Seconds(20),
+ABSL_FLAG(absl::Duration, keepalive_timeout, tensorops::ServerOptions().keepalive_timeout,
           "A connection whose keepalive ping is not answered within this is closed.");
-ABSL_FLAG(absl::Duration, max_connection_age, absl::Minutes(5),
+ABSL_FLAG(absl::Duration, max_connection_age, tensorops::ServerOptions().max_connection_age,
           "Connections are closed (GOAWAY, +-10% jitter) after this long, so clients "
           "reconnect and L4 load balancers rebalance; 0 = never.");
-ABSL_FLAG(absl::Duration, max_connection_age_grace, absl::Seconds(30),
+ABSL_FLAG(absl::Duration, max_connection_age_grace,
+          tensorops::ServerOptions().max_connection_age_grace,
           "After --max_connection_age, how long calls in flight may finish before the "
           "connection is closed; 0 = unlimited.");
-ABSL_FLAG(absl::Duration, max_connection_idle, absl::ZeroDuration(),
+ABSL_FLAG(absl::Duration, max_connection_idle, tensorops::ServerOptions().max_connection_idle,
           "Connections with no call for this long are closed (GOAWAY); 0 = never.");
 
 int main(int argc, char** argv) {
@@ -138,6 +151,17 @@ int main(int argc, char** argv) {
   tensorops::ServerOptions options;
   options.host = absl::GetFlag(FLAGS_host);
   options.port = absl::GetFlag(FLAGS_port);
+  for (const std::string& address : absl::GetFlag(FLAGS_listen)) {
+    if (!address.empty()) options.listen.push_back(address);
+  }
+  if (const std::string shm = absl::GetFlag(FLAGS_shared_memory); shm == "system") {
+    options.shared_memory = true;
+  } else if (shm != "none") {
+    std::fprintf(stderr, "tensorops-server: --shared_memory must be 'none' or 'system', not '%s'\n",
+                 shm.c_str());
+    return 2;
+  }
+  options.shared_memory_key_prefix = absl::GetFlag(FLAGS_shared_memory_key_prefix);
   options.threads = absl::GetFlag(FLAGS_threads);
   options.max_queue = absl::GetFlag(FLAGS_max_queue);
   options.max_inflight_bytes = absl::GetFlag(FLAGS_max_inflight_bytes);
@@ -169,32 +193,13 @@ int main(int argc, char** argv) {
   options.limits.max_tensor_elements = absl::GetFlag(FLAGS_max_tensor_elements);
   options.limits.max_tensor_bytes = absl::GetFlag(FLAGS_max_tensor_bytes);
   options.limits.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
-  for (int64_t v : {options.limits.max_rank, options.limits.max_tensor_elements,
-                    options.limits.max_tensor_bytes, options.limits.max_request_bytes}) {
-    if (v < 0) {
-      std::fprintf(stderr, "tensorops-server: --max_rank, --max_tensor_elements, "
-                           "--max_tensor_bytes and --max_request_bytes must be >= 0\n");
-      return 2;
-    }
-  }
-
   options.limits.max_stream_bytes = absl::GetFlag(FLAGS_max_stream_bytes);
   options.limits.stream_chunk_bytes = absl::GetFlag(FLAGS_stream_chunk_bytes);
-  if (options.limits.max_stream_bytes < 0) {
-    std::fprintf(stderr, "tensorops-server: --max_stream_bytes must be >= 0\n");
+  // Start validates too; checked here first so a bad flag is a usage error (2).
+  if (absl::Status valid = options.Validate(); !valid.ok()) {
+    std::fprintf(stderr, "tensorops-server: %s\n", std::string(valid.message()).c_str());
     return 2;
   }
-  // A chunk plus its message framing must fit in one gRPC message: the
-  // chunk size is capped there (so a small --max_message_bytes alone works).
-  const int64_t max_chunk = options.max_message_bytes - (int64_t{64} << 10);
-  options.limits.stream_chunk_bytes = std::min(options.limits.stream_chunk_bytes, max_chunk);
-  if (options.limits.stream_chunk_bytes < 4096) {
-    std::fprintf(stderr,
-                 "tensorops-server: --stream_chunk_bytes must be at least 4096, and "
-                 "--max_message_bytes at least 4096 + 64 KiB\n");
-    return 2;
-  }
-
   auto server = tensorops::TensorOpsServer::Start(options);
   if (!server.ok()) {
     tensorops::Log(tensorops::LogLevel::kError,
@@ -203,21 +208,25 @@ int main(int argc, char** argv) {
   }
   // Machine-readable lines on stdout (tests and scripts read the ports here).
   std::printf("tensorops-server listening on %s:%d\n", options.host.c_str(), (*server)->port());
+  for (const std::string& address : options.listen) {
+    std::printf("tensorops-server also listening on %s\n", address.c_str());
+  }
   if ((*server)->metrics_port() >= 0) {
     std::printf("tensorops-server metrics on http://%s:%d/metrics\n",
                 options.metrics_host.c_str(), (*server)->metrics_port());
   }
   std::fflush(stdout);
-  tensorops::Log(tensorops::LogLevel::kInfo,
-                 absl::StrCat("started: grpc ", options.host, ":", (*server)->port(),
-                              ", metrics port ", (*server)->metrics_port(), ", ",
-                              (*server)->threads(), " kernel threads, max_queue ",
-                              options.max_queue, ", max_inflight_bytes ",
-                              options.max_inflight_bytes, ", transport ",
-                              options.tls_cert_file.empty()          ? "plaintext"
-                              : options.tls_client_ca_file.empty() ? "TLS"
-                                                                   : "mutual TLS",
-                              options.auth_token.empty() ? "" : ", bearer token required"));
+  tensorops::Log(
+      tensorops::LogLevel::kInfo,
+      absl::StrCat("started: grpc ", options.host, ":", (*server)->port(), ", metrics port ",
+                   (*server)->metrics_port(), ", ", (*server)->threads(),
+                   " kernel threads, max_queue ", options.max_queue, ", max_inflight_bytes ",
+                   options.max_inflight_bytes, ", transport ",
+                   options.tls_cert_file.empty()        ? "plaintext"
+                   : options.tls_client_ca_file.empty() ? "TLS"
+                                                        : "mutual TLS",
+                   options.auth_token.empty() ? "" : ", bearer token required",
+                   options.shared_memory ? ", system shared memory on" : ""));
 
   std::thread waiter([&server, &signals] {
     int sig = 0;

@@ -8,7 +8,8 @@
 #               the first report, then fuzz/run_fuzzers.sh if FUZZ_SECONDS > 0.
 #   build-tsan  clang++, -fsanitize=thread: builds the server, client and pool
 #               tests and runs the concurrency tests (e2e, service, client,
-#               CLI, thread pool) with tools/tsan.supp.
+#               CLI, thread pool, the Open Inference Protocol's e2e and Python
+#               client tests) with tools/tsan.supp.
 # Env: ASAN_DIR, TSAN_DIR (build dirs), FUZZ_SECONDS (default 60; 0 skips),
 #      SANITIZERS ("asan tsan" by default), JOBS (default 2).
 set -euo pipefail
@@ -91,13 +92,13 @@ if [[ " $SANITIZERS " == *" tsan "* ]]; then
     "-DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread" >/dev/null
   cmake --build "$TSAN_DIR" -j "$JOBS" --target tensorops-server tensorops \
     kernels_thread_pool_test server_e2e_test service_e2e_test client_test cli_test limits_test \
-    stream_protocol_test stream_client_test overload_test drain_test
+    stream_protocol_test stream_client_test overload_test drain_test oip_e2e_test
   stamp "TSan: concurrency tests"
   (
     cd "$TSAN_DIR"
     export TSAN_OPTIONS="external_symbolizer_path=$SYMBOLIZER:suppressions=$ROOT/tools/tsan.supp:halt_on_error=1:second_deadlock_stack=1:history_size=4"
     ctest --output-on-failure -j "$JOBS" --timeout 900 \
-      -R '^(ThreadPoolTest|ServerE2ETest|ServiceE2ETest|TwoServersTest|ClientTest|ClientOptionsTest|CliTest|LimitsServiceTest|StreamProtocolTest|StreamAdmissionTest|StreamClientTest|OverloadTest|DrainTest)\.'
+      -R '^(ThreadPoolTest|ServerE2ETest|ServiceE2ETest|TwoServersTest|ClientTest|ClientOptionsTest|CliTest|LimitsServiceTest|StreamProtocolTest|StreamAdmissionTest|StreamClientTest|OverloadTest|DrainTest|OipE2ETest)\.|^oip_python_client$'
   )
 fi
 stamp "done"

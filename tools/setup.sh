@@ -35,6 +35,8 @@ case "$PROFILE" in
       nginx prometheus docker-compose curl python3-yaml
       # security tests: throwaway CA, server and client certificates
       openssl
+      # the Open Inference Protocol's independent client test (tests/e2e/oip_python_test.py)
+      python3-grpcio python3-grpc-tools python3-numpy
     )
     # Node.js runs grpcurl-lite (the grpcurl stand-in) in the cookbook test. Keep
     # a Node that is already there (some machines carry a newer one with its own npm).

@@ -126,9 +126,9 @@ struct Args {
 // The progress bar of a streamed call, on stderr: redrawn in place at most
 // ten times a second, from one second into the call, e.g.
 //   tensorops: 1.21 GiB of 5.00 GiB  412.3 MiB/s  ETA 9s
-// Output bytes are not known until the server has run the op; until then the
-// total counts them as large as the inputs (every op here keeps its data
-// input's size).
+// Until the server has run the op, the output's bytes are those of the op's
+// output inference (TransferProgress::expected_bytes_to_receive; 0 for an op
+// the SDK does not know).
 class ProgressBar {
  public:
   explicit ProgressBar(bool always) : always_(always), start_(Clock::now()) {}
@@ -141,7 +141,8 @@ class ProgressBar {
     last_ = now;
     const int64_t done = p.bytes_sent + p.bytes_received;
     const int64_t total =
-        p.bytes_to_send + (p.bytes_to_receive > 0 ? p.bytes_to_receive : p.bytes_to_send);
+        p.bytes_to_send +
+        (p.bytes_to_receive > 0 ? p.bytes_to_receive : p.expected_bytes_to_receive);
     const double rate = elapsed > 0 ? done / elapsed : 0;
     const std::string eta =
         rate > 0 ? absl::StrCat("ETA ", static_cast<int64_t>((total - done) / rate + 0.5), "s")

@@ -77,7 +77,7 @@ OpDef OnnxReverseSequenceOpDef() {
        "0 | 1, different from batch_axis"},
   };
   spec.outputs = {{"Y", "Same type and shape as input."}};
-  return OpDef{std::move(spec), &PrepareOnnxReverseSequence};
+  return OpDef{std::move(spec), &PrepareOnnxReverseSequence, &OutputLikeFirstInput};
 }
 
 }  // namespace tensorops

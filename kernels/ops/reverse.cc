@@ -88,7 +88,7 @@ OpDef ReverseOpDef() {
   spec.attrs = {{"mode", "string", "How to read the 'axis' input: as indices or as a mask.",
                  true, "", "index | mask"}};
   spec.outputs = {{"output", "The reversed tensor: same type and shape as data."}};
-  return OpDef{std::move(spec), &PrepareReverse};
+  return OpDef{std::move(spec), &PrepareReverse, &OutputLikeFirstInput};
 }
 
 }  // namespace tensorops

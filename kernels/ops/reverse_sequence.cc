@@ -78,7 +78,7 @@ OpDef ReverseSequenceOpDef() {
        "1", "[-rank(data), rank(data) - 1], different from batch_axis"},
   };
   spec.outputs = {{"output", "Same type and shape as data."}};
-  return OpDef{std::move(spec), &PrepareReverseSequence};
+  return OpDef{std::move(spec), &PrepareReverseSequence, &OutputLikeFirstInput};
 }
 
 }  // namespace tensorops

@@ -71,7 +71,7 @@ OpDef RollOpDef() {
        index_types, 0, 1},
   };
   spec.outputs = {{"output", "The rolled tensor: same type and shape as data."}};
-  return OpDef{std::move(spec), &PrepareRoll};
+  return OpDef{std::move(spec), &PrepareRoll, &OutputLikeFirstInput};
 }
 
 }  // namespace tensorops

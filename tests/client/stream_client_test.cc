@@ -171,6 +171,8 @@ TEST_F(StreamClientTest, SwitchesAtTheThresholdAndReportsProgress) {
   }
   EXPECT_EQ(seen.front().bytes_to_send, total);
   EXPECT_EQ(seen.front().bytes_to_receive, 0);  // nothing known of the output yet
+  // ... but the op's output inference knows it from the start.
+  EXPECT_EQ(seen.front().expected_bytes_to_receive, n * 4);
   EXPECT_EQ(seen.back().bytes_sent, total);
   EXPECT_EQ(seen.back().bytes_received, n * 4);
   EXPECT_EQ(seen.back().bytes_to_receive, n * 4);

@@ -52,6 +52,18 @@ function toStruct(o) {
   return { fields: Object.entries(o).map(([key, v]) => ({ key, value: toValue(v) })) };
 }
 
+// Likewise proto3 maps (the Open Inference Protocol's `parameters`): grpcurl
+// takes a JSON object, grpcurl-lite the descriptor form (a list of entries).
+function toEntries(o) {
+  return Object.entries(o).map(([key, value]) => ({ key, value }));
+}
+function mapsToEntries(req) {
+  if (req.parameters && !Array.isArray(req.parameters)) req.parameters = toEntries(req.parameters);
+  for (const t of [...(req.inputs || []), ...(req.outputs || [])]) {
+    if (t.parameters && !Array.isArray(t.parameters)) t.parameters = toEntries(t.parameters);
+  }
+}
+
 // Every key in `want` must be in `got` with an equal value (arrays: same length, each subset-equal).
 function subsetEqual(want, got) {
   if (Array.isArray(want)) {
@@ -91,6 +103,7 @@ for (const { cmd, expect } of blocks.flatMap(commandsIn)) {
   } else {
     const req = JSON.parse(json);
     if (req.attrs) req.attrs = toStruct(req.attrs);
+    if (args[0].startsWith('inference.')) mapsToEntries(req);
     res = run([addr, 'call', args[0], JSON.stringify(req)]);
     if (expect.startsWith('# expect-error:')) {
       const [code, ...msg] = expect.replace('# expect-error:', '').trim().split(' ');

@@ -2,6 +2,7 @@
 // names (semantics.md "Wire behaviour").
 #include "kernels/op_registry.h"
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,84 @@ TEST(OpRegistry, InvalidDataTypeRejected) {
   data.dtype = static_cast<DType>(99);
   EXPECT_INVALID(PrepareOnly("Reverse", {data, Vec(DType::kInt64, {0})}, {{"mode", Str("index")}}),
                  "Reverse", "data");
+}
+
+// Output inference: what every built-in op writes, from types and shapes
+// alone (null data), equals what its kernel plans for the same call.
+TEST(OpRegistry, InferenceMatchesThePlanOfEveryBuiltinOp) {
+  const OpRegistry& r = Builtins();
+  struct Row {
+    const char* name;
+    const char* op;
+    std::vector<TestTensor> inputs;
+    Attrs attrs;
+  };
+  const std::vector<Row> rows = {
+      {"Reverse index", "Reverse", {Zeros(DType::kFloat32, {2, 3, 4}), Vec(DType::kInt64, {1})},
+       {{"mode", Str("index")}}},
+      {"Reverse mask", "Reverse-1", {Zeros(DType::kUInt8, {5, 0}), Vec(DType::kBool, {1, 0})},
+       {{"mode", Str("mask")}}},
+      {"ReverseSequence", "ReverseSequence",
+       {Zeros(DType::kInt16, {3, 4, 2}), Vec(DType::kInt32, {1, 2, 3})},
+       {{"batch_axis", Int(0)}, {"seq_axis", Int(1)}}},
+      {"Roll", "Roll-7",
+       {Zeros(DType::kComplex64, {7}), ScalarOf(DType::kInt64, 3), ScalarOf(DType::kInt64, 0)},
+       {}},
+      {"onnx.ReverseSequence", "onnx.ReverseSequence",
+       {Zeros(DType::kFloat64, {4, 2}), Vec(DType::kInt64, {1, 4})},
+       {{"batch_axis", Int(1)}, {"time_axis", Int(0)}}},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.name);
+    std::vector<TensorView> views, no_data;
+    for (const TestTensor& t : row.inputs) {
+      views.push_back(t.view());
+      no_data.push_back(TensorView{t.dtype, t.shape, nullptr});
+    }
+    absl::StatusOr<std::vector<TensorType>> inferred = r.InferOutputs(row.op, no_data, row.attrs);
+    ASSERT_TRUE(inferred.ok()) << inferred.status();
+    absl::StatusOr<PreparedOp> prepared = r.Prepare(row.op, views, row.attrs);
+    ASSERT_TRUE(prepared.ok()) << prepared.status();
+    ASSERT_EQ(inferred->size(), 1u);
+    EXPECT_EQ((*inferred)[0], (TensorType{prepared->dtype, prepared->shape}));
+    EXPECT_EQ((*inferred)[0].bytes(), prepared->output_bytes());
+  }
+  // The generic checks come first, as for Prepare.
+  EXPECT_EQ(r.InferOutputs("NoSuchOp", {}, {}).status().code(), absl::StatusCode::kUnimplemented);
+}
+
+// An op whose kernel plans another output than its inference promised is a
+// bug in the op: Prepare says INTERNAL rather than let a caller's budget or
+// buffer be wrong.
+absl::StatusOr<std::vector<TensorType>> InferTwiceAsLong(absl::Span<const TensorView> inputs,
+                                                         const Attrs&) {
+  Shape shape = inputs[0].shape;
+  shape[0] *= 2;
+  return std::vector<TensorType>{TensorType{inputs[0].dtype, shape}};
+}
+
+absl::StatusOr<PreparedOp> PrepareCopy(absl::Span<const TensorView> inputs, const Attrs&) {
+  const TensorView in = inputs[0];
+  return PreparedOp{in.dtype, in.shape, 1, [in](void* out, int64_t, int64_t) {
+                      std::memcpy(out, in.data, NumElements(in.shape) * ElementWidth(in.dtype));
+                    }};
+}
+
+TEST(OpRegistry, PlanDifferentFromInferenceIsInternal) {
+  OpRegistry r;
+  OpSpec spec;
+  spec.name = "Liar";
+  spec.inputs = {{"data", "", {DType::kInt8}, 1, 1}};
+  spec.outputs = {{"output", ""}};
+  r.Register(OpDef{spec, &PrepareCopy, &InferTwiceAsLong});
+  TestTensor data = Zeros(DType::kInt8, {3});
+  absl::StatusOr<PreparedOp> prepared = r.Prepare("Liar", {data.view()}, {});
+  EXPECT_EQ(prepared.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(prepared.status().message()),
+              HasSubstr("Liar: the kernel plans an output of INT8 [3]"));
+  absl::StatusOr<std::vector<TensorType>> inferred = r.InferOutputs("Liar", {data.view()}, {});
+  ASSERT_TRUE(inferred.ok());
+  EXPECT_EQ((*inferred)[0].shape, Shape({6}));
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Request size limits (server/limits.h) and the overflow paths of decoding:
+// Request size limits (wire/limits.h) and the overflow paths of decoding:
 // shape products, byte sizes, string payloads, request totals, sums of Roll
 // shifts. Also checks the limits reach the gRPC service (in-process server).
 #include <grpcpp/grpcpp.h>
@@ -14,9 +14,9 @@
 #include "gtest/gtest.h"
 #include "kernels/op_registry.h"
 #include "server/execution.h"
-#include "server/limits.h"
+#include "wire/limits.h"
 #include "server/server.h"
-#include "server/tensor_codec.h"
+#include "wire/tensor_codec.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
 
 namespace tensorops {
@@ -236,6 +236,48 @@ TEST_F(LimitsTest, RollShiftSumsReduceModuloTheDimension) {
   *r.add_inputs() = Int64s({kI64Min}, /*scalar=*/true);
   *r.add_inputs() = Int64s({0, -1, 0});
   EXPECT_TRUE(Run(r).ok());
+}
+
+// ServerOptions::Validate, which Start calls: an in-process server gets the
+// same checks as the binary's flags.
+TEST(ServerOptionsTest, StartRefusesWhatCannotWork) {
+  struct Row {
+    const char* name;
+    void (*change)(ServerOptions*);
+    const char* message;  // empty: valid
+  };
+  const Row rows[] = {
+      {"defaults", [](ServerOptions*) {}, ""},
+      {"negative max_rank", [](ServerOptions* o) { o->limits.max_rank = -1; }, "--max_rank"},
+      {"negative max_stream_bytes", [](ServerOptions* o) { o->limits.max_stream_bytes = -1; },
+       "--max_stream_bytes must be >= 0"},
+      {"tiny chunk", [](ServerOptions* o) { o->limits.stream_chunk_bytes = 4095; },
+       "--stream_chunk_bytes must be at least 4096"},
+      {"message too small for a chunk",
+       [](ServerOptions* o) { o->max_message_bytes = (int64_t{64} << 10) + 4095; },
+       "--max_message_bytes at least 4096 + 64 KiB"},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.name);
+    ServerOptions options;
+    row.change(&options);
+    const absl::Status valid = options.Validate();
+    if (std::string(row.message).empty()) {
+      EXPECT_TRUE(valid.ok()) << valid;
+      continue;
+    }
+    EXPECT_EQ(valid.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(valid.message()), ::testing::HasSubstr(row.message));
+    options.port = 0;
+    options.metrics_port = -1;
+    auto server = TensorOpsServer::Start(options);
+    EXPECT_EQ(server.status(), valid);
+  }
+  // A small message limit alone caps the chunk instead of failing.
+  ServerOptions small;
+  small.max_message_bytes = int64_t{1} << 20;
+  EXPECT_TRUE(small.Validate().ok());
+  EXPECT_EQ(small.EffectiveStreamChunkBytes(), (int64_t{1} << 20) - (int64_t{64} << 10));
 }
 
 TEST(LimitsServiceTest, TheServerEnforcesItsLimitsOverGrpc) {

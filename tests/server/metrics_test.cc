@@ -150,6 +150,9 @@ TEST_F(MetricsTest, EveryFamilyHasHelpAndType) {
       {"tensorops_queue_depth", "gauge"},
       {"tensorops_pool_threads", "gauge"},
       {"tensorops_stream_bytes_total", "counter"},
+      {"tensorops_shared_memory_regions", "gauge"},
+      {"tensorops_call_seconds_total", "counter"},
+      {"tensorops_last_call_timestamp_seconds", "gauge"},
   };
   // The Exposer adds its own exposer_* families; count only ours.
   int help_lines = 0;
@@ -259,8 +262,9 @@ TEST_F(MetricsTest, ExecuteCountsByCodeAndObservesDurationAndSizes) {
   const grpc::StatusCode codes[] = {grpc::StatusCode::OK, grpc::StatusCode::OK,
                                     grpc::StatusCode::INVALID_ARGUMENT};
   for (size_t i = 0; i < durations.size(); ++i) {
-    metrics_->RecordExecute(roll, codes[i], durations[i], static_cast<int64_t>(request_bytes[i]),
-                            static_cast<int64_t>(response_bytes[i]));
+    metrics_->RecordCall(CallMethod::kExecute, roll, codes[i], durations[i],
+                         static_cast<int64_t>(request_bytes[i]),
+                         static_cast<int64_t>(response_bytes[i]));
   }
   const std::string body = Scrape();
   for (const std::string& code : kCodes) {
@@ -290,7 +294,8 @@ TEST_F(MetricsTest, UnknownOpNamesAreRecordedAsUnknown) {
   const int unknown = metrics_->OpIndex("NoSuchOp");
   // Drops are shared with another test: compare against a scrape taken first.
   const std::string before = Scrape();
-  metrics_->RecordExecute(unknown, grpc::StatusCode::NOT_FOUND, 0.0009765625, 10, 0);
+  metrics_->RecordCall(CallMethod::kExecute, unknown, grpc::StatusCode::NOT_FOUND, 0.0009765625,
+                       10, 0);
   // Never called by the service for unknown ops, but must be harmless.
   metrics_->RecordKernel(unknown, 1.0, 1.0);
   metrics_->RecordDropped(unknown, Metrics::DropReason::kDeadline);
@@ -315,6 +320,39 @@ TEST_F(MetricsTest, UnknownOpNamesAreRecordedAsUnknown) {
                 .status()
                 .code(),
             absl::StatusCode::kNotFound);
+}
+
+TEST_F(MetricsTest, ExecuteStreamCountsTensorBytesNotMessageSizes) {
+  const int reverse = metrics_->OpIndex("Reverse");
+  const std::string before = Scrape();
+  metrics_->RecordCall(CallMethod::kExecuteStream, reverse, grpc::StatusCode::OK, 0.5, 3000,
+                       2000);
+  metrics_->RecordCall(CallMethod::kExecuteStream, reverse, grpc::StatusCode::DATA_LOSS, 0.25,
+                       100, 0);
+  const std::string body = Scrape();
+  EXPECT_EQ(Value(body, "tensorops_requests_total",
+                  {{"method", "ExecuteStream"}, {"op", "Reverse"}, {"code", "OK"}}),
+            1);
+  EXPECT_EQ(Value(body, "tensorops_requests_total",
+                  {{"method", "ExecuteStream"}, {"op", "Reverse"}, {"code", "DATA_LOSS"}}),
+            1);
+  ExpectHistogram(body, "tensorops_request_duration_seconds",
+                  {{"method", "ExecuteStream"}, {"op", "Reverse"}}, kDurationBuckets,
+                  {0.5, 0.25});
+  EXPECT_EQ(Value(body, "tensorops_stream_bytes_total", {{"op", "Reverse"}, {"direction", "received"}}),
+            3100);
+  EXPECT_EQ(Value(body, "tensorops_stream_bytes_total", {{"op", "Reverse"}, {"direction", "sent"}}),
+            2000);
+  // Execute's message-size histograms are not touched by a streamed call.
+  const Labels reverse_op = {{"op", "Reverse"}};
+  EXPECT_EQ(Value(body, "tensorops_request_size_bytes_count", reverse_op),
+            Value(before, "tensorops_request_size_bytes_count", reverse_op));
+  EXPECT_EQ(Value(body, "tensorops_requests_total",
+                  {{"method", "Execute"}, {"op", "Reverse"}, {"code", "OK"}}),
+            Value(before, "tensorops_requests_total",
+                  {{"method", "Execute"}, {"op", "Reverse"}, {"code", "OK"}}));
+  EXPECT_STREQ(CallMethodName(CallMethod::kExecuteStream), "ExecuteStream");
+  EXPECT_STREQ(CallMethodName(CallMethod::kExecute), "Execute");
 }
 
 TEST_F(MetricsTest, ListOpsIsRecordedUnderOpNone) {
@@ -373,12 +411,8 @@ TEST_F(MetricsTest, DroppedAndRejectedAreCountedByReasonAndLimit) {
 }
 
 TEST_F(MetricsTest, GaugesHoldTheirValues) {
-  metrics_->AddInflightRequests(3);
-  metrics_->AddInflightRequests(-1);
-  metrics_->AddInflightBytes(int64_t{1} << 20);
-  metrics_->AddInflightBytes(-(int64_t{1} << 18));
-  metrics_->SetQueueDepth(9);
-  metrics_->SetQueueDepth(7);
+  metrics_->SetAdmission(3, int64_t{1} << 20, 9);
+  metrics_->SetAdmission(2, (int64_t{1} << 20) - (int64_t{1} << 18), 7);
   metrics_->SetPoolThreads(2);
   std::string body = Scrape();
   EXPECT_EQ(Value(body, "tensorops_inflight_requests", {}), 2);
@@ -386,9 +420,7 @@ TEST_F(MetricsTest, GaugesHoldTheirValues) {
   EXPECT_EQ(Value(body, "tensorops_queue_depth", {}), 7);
   EXPECT_EQ(Value(body, "tensorops_pool_threads", {}), 2);
   // Back to idle.
-  metrics_->AddInflightRequests(-2);
-  metrics_->AddInflightBytes(-786432);
-  metrics_->SetQueueDepth(0);
+  metrics_->SetAdmission(0, 0, 0);
   body = Scrape();
   EXPECT_EQ(Value(body, "tensorops_inflight_requests", {}), 0);
   EXPECT_EQ(Value(body, "tensorops_inflight_bytes", {}), 0);

@@ -76,8 +76,9 @@ struct ClientOptions {
   std::chrono::milliseconds default_deadline{std::chrono::seconds(60)};
   // Largest message sent or received; the server's default (272 MiB) fits a
   // 256 MiB tensor.
-  int64_t max_send_message_bytes = 285212672;
-  int64_t max_receive_message_bytes = 285212672;
+  static constexpr int64_t kDefaultMessageBytes = int64_t{272} << 20;
+  int64_t max_send_message_bytes = kDefaultMessageBytes;
+  int64_t max_receive_message_bytes = kDefaultMessageBytes;
   RetryPolicy retry;
   // gRPC load-balancing policy: "round_robin" spreads calls over every
   // address of the target; "pick_first" uses one connection.
@@ -98,6 +99,9 @@ struct TransferProgress {
   int64_t bytes_to_send = 0;     // all input tensor bytes
   int64_t bytes_received = 0;    // output tensor bytes received
   int64_t bytes_to_receive = 0;  // all output bytes; 0 until the server has run the op
+  // All output bytes as the op's output inference gives them, from the start:
+  // for the ops built into the SDK; 0 for any other op.
+  int64_t expected_bytes_to_receive = 0;
 };
 using ProgressCallback = std::function<void(const TransferProgress&)>;
 

@@ -1,4 +1,4 @@
-#include "server/tensor_codec.h"
+#include "wire/tensor_codec.h"
 
 #include <cstdint>
 #include <cstring>

@@ -3,13 +3,27 @@
 // tensorops-server's flags (README "Limits").
 //
 // Thread-safety: a plain value type.
-#ifndef TENSOROPS_SERVER_LIMITS_H_
-#define TENSOROPS_SERVER_LIMITS_H_
+#ifndef TENSOROPS_WIRE_LIMITS_H_
+#define TENSOROPS_WIRE_LIMITS_H_
 
 #include <cstdint>
 #include <limits>
 
 namespace tensorops {
+
+// Constants the server and the client SDK share (the SDK's public header
+// repeats the message size as a literal and static_asserts it equal).
+//
+// The default largest gRPC message: a 256 MiB tensor in raw_data plus room
+// for the rest of the message.
+inline constexpr int64_t kDefaultMaxMessageBytes = int64_t{272} << 20;
+// What an ExecuteStream message needs besides its chunk's bytes (framing,
+// indices, offsets): a chunk may be at most the message limit minus this.
+inline constexpr int64_t kStreamFramingReserveBytes = int64_t{64} << 10;
+// The smallest stream chunk the server accepts as --stream_chunk_bytes.
+inline constexpr int64_t kMinStreamChunkBytes = 4096;
+// The default (and largest useful) chunk of a streamed tensor.
+inline constexpr int64_t kDefaultStreamChunkBytes = int64_t{1} << 20;
 
 struct RequestLimits {
   // Rank of any input tensor (NumPy's NPY_MAXDIMS). INVALID_ARGUMENT past it.
@@ -26,7 +40,7 @@ struct RequestLimits {
   // bytes of all inputs plus the output of one call. RESOURCE_EXHAUSTED past it.
   int64_t max_stream_bytes = int64_t{8} << 30;
   // ExecuteStream: the largest chunk accepted, and the size of the chunks sent.
-  int64_t stream_chunk_bytes = int64_t{1} << 20;
+  int64_t stream_chunk_bytes = kDefaultStreamChunkBytes;
 
   // No limit at all (what the client SDK uses to decode replies).
   static RequestLimits Unlimited() {
@@ -37,4 +51,4 @@ struct RequestLimits {
 
 }  // namespace tensorops
 
-#endif  // TENSOROPS_SERVER_LIMITS_H_
+#endif  // TENSOROPS_WIRE_LIMITS_H_

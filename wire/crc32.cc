@@ -1,4 +1,4 @@
-#include "server/crc32.h"
+#include "wire/crc32.h"
 
 #include <zlib.h>
 

@@ -1,4 +1,4 @@
-#include "server/attrs_codec.h"
+#include "wire/attrs_codec.h"
 
 namespace tensorops {
 

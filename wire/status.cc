@@ -1,4 +1,4 @@
-#include "server/status_util.h"
+#include "wire/status.h"
 
 #include <string>
 
@@ -56,6 +56,11 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
     return grpc::Status(grpc::StatusCode::UNKNOWN, std::string(status.message()));
   }
   return grpc::Status(static_cast<grpc::StatusCode>(code), std::string(status.message()));
+}
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
 }  // namespace tensorops

@@ -7,15 +7,15 @@
 // converted into an owned little-endian buffer.
 //
 // Thread-safety: stateless functions; safe from any thread.
-#ifndef TENSOROPS_SERVER_TENSOR_CODEC_H_
-#define TENSOROPS_SERVER_TENSOR_CODEC_H_
+#ifndef TENSOROPS_WIRE_TENSOR_CODEC_H_
+#define TENSOROPS_WIRE_TENSOR_CODEC_H_
 
 #include <memory>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "kernels/tensor.h"
-#include "server/limits.h"
+#include "wire/limits.h"
 #include "tensorops/v1/tensorops.pb.h"
 
 namespace tensorops {
@@ -65,4 +65,4 @@ DType FromProtoDataType(v1::DataType dtype);  // kInvalid for unknown values
 
 }  // namespace tensorops
 
-#endif  // TENSOROPS_SERVER_TENSOR_CODEC_H_
+#endif  // TENSOROPS_WIRE_TENSOR_CODEC_H_

@@ -4,8 +4,8 @@
 // 5 GB/s per core here); this adds splitting across a pool.
 //
 // Thread-safety: a pure function.
-#ifndef TENSOROPS_SERVER_CRC32_H_
-#define TENSOROPS_SERVER_CRC32_H_
+#ifndef TENSOROPS_WIRE_CRC32_H_
+#define TENSOROPS_WIRE_CRC32_H_
 
 #include <cstdint>
 
@@ -20,4 +20,4 @@ uint32_t Crc32(uint32_t crc, const void* data, int64_t size, ThreadPool* pool = 
 
 }  // namespace tensorops
 
-#endif  // TENSOROPS_SERVER_CRC32_H_
+#endif  // TENSOROPS_WIRE_CRC32_H_

@@ -1,6 +1,6 @@
 // Decodes ExecuteRequest.attrs (google.protobuf.Struct) into kernel Attrs.
-#ifndef TENSOROPS_SERVER_ATTRS_CODEC_H_
-#define TENSOROPS_SERVER_ATTRS_CODEC_H_
+#ifndef TENSOROPS_WIRE_ATTRS_CODEC_H_
+#define TENSOROPS_WIRE_ATTRS_CODEC_H_
 
 #include "google/protobuf/struct.pb.h"
 #include "kernels/attrs.h"
@@ -13,4 +13,4 @@ Attrs DecodeAttrs(const google::protobuf::Struct& attrs);
 
 }  // namespace tensorops
 
-#endif  // TENSOROPS_SERVER_ATTRS_CODEC_H_
+#endif  // TENSOROPS_WIRE_ATTRS_CODEC_H_

@@ -1,0 +1,188 @@
+// One request pipeline for every front door.
+//
+// A front door (Execute, ExecuteStream, later others) only translates its
+// wire format into an op call (op name, inputs, attributes) and the result
+// back. Everything else a call goes through lives here, once:
+//
+//   Open()        the bearer token and the drain gate;
+//   SetOp()       the op the call names (metrics label, access log);
+//   Admit()       admission control: an AdmissionTicket (RAII) for the call's
+//                 bytes and, with Queue::kNow, a queue slot; refusals counted;
+//   EnterQueue()  the queue slot of a call admitted with Queue::kLater (a
+//                 streamed call whose upload just completed);
+//   Run()         run-or-drop: inline on the calling thread (small outputs,
+//                 --inline_max_bytes) or as one task on the kernel pool; the
+//                 task leaves the queue, drops the call (UNAVAILABLE on a
+//                 drain abort, DEADLINE_EXCEEDED, CANCELLED) or runs the
+//                 kernel, timing queue and kernel;
+//   Finish()      exactly once: request metrics, the error log, the access
+//                 log, then the RPC's own finish;
+//   ~Call()       from the reactor's OnDone: the ticket goes back once gRPC
+//                 has handed the reply to the transport (the drain waits for it).
+//
+// CallPipeline is the state every call shares (registry, pool, admission,
+// metrics, options, drain flags); one per service.
+//
+// Example (a unary front door; `reactor` owns the Call and a decoded request):
+//   Call call(pipeline, CallMethod::kExecute, ctx,
+//             [reactor](const grpc::Status& s) { reactor->Finish(s); });
+//   call.SetOp(request.op(), registry.Find(request.op()));
+//   absl::Status s = call.Open();  // token, drain
+//   ... if OK: decode and validate into `exec` (s = the error otherwise) ...
+//   if (s.ok()) s = call.Admit(request_bytes + output_bytes,
+//                              AdmissionController::Queue::kNow);
+//   if (!s.ok()) { call.Finish(s, request_bytes, 0); return; }
+//   call.Run(output_bytes,
+//            [&](ThreadPool* pool, int64_t min_parallel_bytes) {
+//              return exec->Run(response, pool, min_parallel_bytes);
+//            },
+//            [&](absl::Status s) {  // OK, a kernel error, or why it was dropped
+//              call.Finish(s, request_bytes, s.ok() ? response->ByteSizeLong() : 0);
+//            });
+//
+// Thread-safety: CallPipeline is safe from any thread. A Call belongs to one
+// RPC whose steps run one after another (gRPC serialises a reactor's
+// callbacks; Run hands the call to one pool task), so its methods are never
+// called concurrently and it takes no lock.
+#ifndef TENSOROPS_SERVER_CALL_H_
+#define TENSOROPS_SERVER_CALL_H_
+
+#include <grpcpp/server_context.h>
+#include <grpcpp/support/status.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "kernels/op_registry.h"
+#include "kernels/thread_pool.h"
+#include "server/admission.h"
+#include "wire/limits.h"
+#include "server/metrics.h"
+
+namespace tensorops {
+
+// What every call of one service shares.
+class CallPipeline {
+ public:
+  struct Options {
+    bool access_log = false;  // one log line per call
+    // Output size from which one call's kernel is split across the pool.
+    int64_t min_parallel_bytes = kDefaultMinParallelBytes;
+    // Outputs smaller than this run on the thread that calls Run (a gRPC
+    // thread) instead of the pool; 0 (the default) keeps every kernel on the pool.
+    int64_t inline_max_bytes = 0;
+    RequestLimits limits;  // per-request size limits (wire/limits.h)
+    // Non-empty: every call must carry "authorization: Bearer <auth_token>",
+    // else UNAUTHENTICATED.
+    std::string auth_token;
+  };
+
+  // None of the pointers is owned; all must outlive the pipeline and every call.
+  CallPipeline(const OpRegistry* registry, ThreadPool* pool, AdmissionController* admission,
+               Metrics* metrics, Options options);
+
+  const OpRegistry& registry() const { return *registry_; }
+  const RequestLimits& limits() const { return options_.limits; }
+  Metrics* metrics() const { return metrics_; }
+
+  // The bearer token (UNAUTHENTICATED), then the drain gate (UNAVAILABLE).
+  // For calls outside the Call lifecycle (ListOps) as for those inside it.
+  absl::Status Gate(const grpc::CallbackServerContext& ctx);
+
+  // Drain, step 1: new calls are refused with UNAVAILABLE from now on.
+  void StartDraining() { draining_.store(true); }
+  // Drain, step 2 (drain timeout passed): queued calls are dropped with
+  // UNAVAILABLE instead of running.
+  void AbortQueued() { aborting_.store(true); }
+  // True from StartDraining on (the Open Inference Protocol's ServerReady
+  // answers false then, as grpc.health.v1 answers NOT_SERVING).
+  bool draining() const { return draining_.load(); }
+
+ private:
+  friend class Call;
+
+  const OpRegistry* const registry_;
+  ThreadPool* const pool_;
+  AdmissionController* const admission_;
+  Metrics* const metrics_;
+  const Options options_;
+  // "Bearer <token>", built once (empty when no token is configured).
+  const std::string expected_authorization_;
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> aborting_{false};
+};
+
+// One RPC of a front door, from arrival to finish. See the file comment.
+class Call {
+ public:
+  // Finishes the RPC itself (reactor->Finish); called once, from Finish.
+  using FinishRpc = absl::AnyInvocable<void(const grpc::Status&)>;
+  // The kernel: runs the prepared op (splitting it across `pool` from
+  // `min_parallel_bytes` of output) and encodes or stores its result.
+  using KernelFn = absl::AnyInvocable<absl::Status(ThreadPool* pool, int64_t min_parallel_bytes)>;
+  // What happens after Run: `status` is the kernel's, or why the call was
+  // dropped. Usually ends in Finish (or, for a stream, starts sending).
+  using AfterFn = absl::AnyInvocable<void(absl::Status status)>;
+
+  // Stamps the arrival time. `pipeline` and `ctx` must outlive the call.
+  // Owned by the front door's reactor and destroyed in its OnDone.
+  Call(CallPipeline* pipeline, CallMethod method, grpc::CallbackServerContext* ctx,
+       FinishRpc finish_rpc);
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
+
+  // The gate (CallPipeline::Gate). On error, Finish with it.
+  absl::Status Open();
+
+  // The op the call names, as sent (`requested`, cut to 64 bytes for logs)
+  // and as found (`def`, nullptr for an unknown op: metrics say "unknown").
+  void SetOp(absl::string_view requested, const OpDef* def);
+
+  // Admission of `budget_bytes` (all the call holds at its peak). On refusal
+  // counts it (tensorops_rejected_requests_total) and returns
+  // RESOURCE_EXHAUSTED, or UNAVAILABLE during a drain; Finish with it.
+  absl::Status Admit(int64_t budget_bytes, AdmissionController::Queue queue);
+  // The queue slot of a call admitted with Queue::kLater; refusal as Admit.
+  absl::Status EnterQueue();
+
+  // Run-or-drop of an admitted, queued call (see the file comment). `after`
+  // runs on the thread that ran (or dropped) the call.
+  void Run(int64_t output_bytes, KernelFn kernel, AfterFn after);
+
+  // Ends the call, exactly once (from any step, any thread): records
+  // metrics (bytes_in/bytes_out as CallMethod says: message sizes or
+  // tensor bytes), logs a failure (rate-limited) and the access line, then
+  // finishes the RPC. The admission ticket stays held until the Call is
+  // destroyed, which the owning reactor does in OnDone.
+  void Finish(const absl::Status& status, int64_t bytes_in, int64_t bytes_out);
+
+  grpc::CallbackServerContext* context() const { return ctx_; }
+
+ private:
+  // The run-or-drop step proper, on the thread that runs the call.
+  void RunNow();
+  // Why a queued call must not run (counted as dropped), or OK.
+  absl::Status CheckDrop();
+
+  CallPipeline* const pipeline_;
+  const CallMethod method_;
+  grpc::CallbackServerContext* const ctx_;
+  FinishRpc finish_rpc_;
+  const absl::Time start_;
+  int op_index_;
+  std::string op_text_ = "none";
+  AdmissionTicket ticket_;
+  absl::Time queued_at_;
+  KernelFn kernel_;
+  AfterFn after_;
+  bool finished_ = false;
+};
+
+}  // namespace tensorops
+
+#endif  // TENSOROPS_SERVER_CALL_H_

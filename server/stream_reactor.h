@@ -1,0 +1,20 @@
+// ExecuteStream's front door: the RPC half of a streamed call
+// (server/stream_execution.h holds the op call, server/call.h the lifecycle).
+//
+// Thread-safety: one reactor per call; gRPC serialises its callbacks.
+#ifndef TENSOROPS_SERVER_STREAM_REACTOR_H_
+#define TENSOROPS_SERVER_STREAM_REACTOR_H_
+
+#include "server/call.h"
+#include "tensorops/v1/tensorops.grpc.pb.h"
+
+namespace tensorops {
+
+// A new reactor for one ExecuteStream call; it deletes itself in OnDone.
+// `pipeline` must outlive it.
+grpc::ServerBidiReactor<v1::ExecuteStreamRequest, v1::ExecuteStreamResponse>*
+NewExecuteStreamReactor(CallPipeline* pipeline, grpc::CallbackServerContext* ctx);
+
+}  // namespace tensorops
+
+#endif  // TENSOROPS_SERVER_STREAM_REACTOR_H_
