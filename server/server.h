@@ -19,9 +19,9 @@
 #include "kernels/thread_pool.h"
 #include "server/admission.h"
 #include "server/call.h"
-#include "wire/limits.h"
 #include "server/metrics.h"
 #include "server/service.h"
+#include "wire/limits.h"
 
 namespace tensorops {
 

@@ -20,8 +20,10 @@
 
 ABSL_FLAG(std::string, host, tensorops::ServerOptions().host,
           "Address to listen on for gRPC (0.0.0.0 accepts connections from other hosts).");
-ABSL_FLAG(int, port, tensorops::ServerOptions().port, "gRPC port; 0 picks a free port (printed at start).");
-ABSL_FLAG(int, threads, tensorops::ServerOptions().threads, "Kernel thread pool size; 0 means one per hardware thread.");
+ABSL_FLAG(int, port, tensorops::ServerOptions().port,
+          "gRPC port; 0 picks a free port (printed at start).");
+ABSL_FLAG(int, threads, tensorops::ServerOptions().threads,
+          "Kernel thread pool size; 0 means one per hardware thread.");
 ABSL_FLAG(int64_t, max_queue, tensorops::ServerOptions().max_queue,
           "Requests that may wait for a kernel thread; past it, RESOURCE_EXHAUSTED.");
 ABSL_FLAG(int64_t, max_inflight_bytes, tensorops::ServerOptions().max_inflight_bytes,
@@ -30,7 +32,8 @@ ABSL_FLAG(int64_t, max_inflight_bytes, tensorops::ServerOptions().max_inflight_b
 ABSL_FLAG(int64_t, max_message_bytes, tensorops::kDefaultMaxMessageBytes,
           "Largest gRPC message received or sent (default fits a 256 MiB tensor in raw_data); "
           "larger requests get RESOURCE_EXHAUSTED from gRPC.");
-ABSL_FLAG(std::string, metrics_host, tensorops::ServerOptions().metrics_host, "Address of the Prometheus /metrics endpoint.");
+ABSL_FLAG(std::string, metrics_host, tensorops::ServerOptions().metrics_host,
+          "Address of the Prometheus /metrics endpoint.");
 ABSL_FLAG(int, metrics_port, tensorops::ServerOptions().metrics_port,
           "Port of the Prometheus /metrics endpoint; 0 picks a free port, -1 disables it.");
 ABSL_FLAG(absl::Duration, drain_timeout, tensorops::ServerOptions().drain_timeout,
@@ -121,7 +124,8 @@ int main(int argc, char** argv) {
     mallopt(M_ARENA_MAX, 1);
   }
 
-  absl::StatusOr<tensorops::LogLevel> level = tensorops::ParseLogLevel(absl::GetFlag(FLAGS_log_level));
+  absl::StatusOr<tensorops::LogLevel> level =
+      tensorops::ParseLogLevel(absl::GetFlag(FLAGS_log_level));
   if (!level.ok()) {
     std::fprintf(stderr, "tensorops-server: --log_level: %s\n",
                  std::string(level.status().message()).c_str());
@@ -186,20 +190,20 @@ int main(int argc, char** argv) {
   // Machine-readable lines on stdout (tests and scripts read the ports here).
   std::printf("tensorops-server listening on %s:%d\n", options.host.c_str(), (*server)->port());
   if ((*server)->metrics_port() >= 0) {
-    std::printf("tensorops-server metrics on http://%s:%d/metrics\n",
-                options.metrics_host.c_str(), (*server)->metrics_port());
+    std::printf("tensorops-server metrics on http://%s:%d/metrics\n", options.metrics_host.c_str(),
+                (*server)->metrics_port());
   }
   std::fflush(stdout);
-  tensorops::Log(tensorops::LogLevel::kInfo,
-                 absl::StrCat("started: grpc ", options.host, ":", (*server)->port(),
-                              ", metrics port ", (*server)->metrics_port(), ", ",
-                              (*server)->threads(), " kernel threads, max_queue ",
-                              options.max_queue, ", max_inflight_bytes ",
-                              options.max_inflight_bytes, ", transport ",
-                              options.tls_cert_file.empty()          ? "plaintext"
-                              : options.tls_client_ca_file.empty() ? "TLS"
-                                                                   : "mutual TLS",
-                              options.auth_token.empty() ? "" : ", bearer token required"));
+  tensorops::Log(
+      tensorops::LogLevel::kInfo,
+      absl::StrCat("started: grpc ", options.host, ":", (*server)->port(), ", metrics port ",
+                   (*server)->metrics_port(), ", ", (*server)->threads(),
+                   " kernel threads, max_queue ", options.max_queue, ", max_inflight_bytes ",
+                   options.max_inflight_bytes, ", transport ",
+                   options.tls_cert_file.empty()        ? "plaintext"
+                   : options.tls_client_ca_file.empty() ? "TLS"
+                                                        : "mutual TLS",
+                   options.auth_token.empty() ? "" : ", bearer token required"));
 
   std::thread waiter([&server, &signals] {
     int sig = 0;

@@ -58,16 +58,26 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     if (i + 1 >= argc) return Usage(("missing value for " + a).c_str());
     std::string v = argv[++i];
-    if (a == "--target") opt.target = v;
-    else if (a == "--threads") opt.threads = std::atoi(v.c_str());
-    else if (a == "--marker") opt.marker = v;
-    else if (a == "--marker_after") opt.marker_after = std::atoll(v.c_str());
-    else if (a == "--stop_file") opt.stop_file = v;
-    else if (a == "--calls_after") opt.calls_after = std::atoll(v.c_str());
-    else if (a == "--max_calls") opt.max_calls = std::atoll(v.c_str());
-    else if (a == "--max_seconds") opt.max_seconds = std::atof(v.c_str());
-    else if (a == "--sleep_us") opt.sleep_us = std::atoi(v.c_str());
-    else return Usage(("unknown flag " + a).c_str());
+    if (a == "--target")
+      opt.target = v;
+    else if (a == "--threads")
+      opt.threads = std::atoi(v.c_str());
+    else if (a == "--marker")
+      opt.marker = v;
+    else if (a == "--marker_after")
+      opt.marker_after = std::atoll(v.c_str());
+    else if (a == "--stop_file")
+      opt.stop_file = v;
+    else if (a == "--calls_after")
+      opt.calls_after = std::atoll(v.c_str());
+    else if (a == "--max_calls")
+      opt.max_calls = std::atoll(v.c_str());
+    else if (a == "--max_seconds")
+      opt.max_seconds = std::atof(v.c_str());
+    else if (a == "--sleep_us")
+      opt.sleep_us = std::atoi(v.c_str());
+    else
+      return Usage(("unknown flag " + a).c_str());
   }
   if (opt.target.empty() || opt.threads < 1) return Usage("--target is required");
 
@@ -141,7 +151,8 @@ int main(int argc, char** argv) {
                                  : "call " + std::to_string(id) + ": " + out.status().ToString();
         }
       }
-      if (good && ++ok >= opt.marker_after && !opt.marker.empty() && !marker_written.exchange(true)) {
+      if (good && ++ok >= opt.marker_after && !opt.marker.empty() &&
+          !marker_written.exchange(true)) {
         std::ofstream(opt.marker) << ok.load() << "\n";
       }
       ++finished;
@@ -155,13 +166,14 @@ int main(int argc, char** argv) {
 
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
   const int64_t total = finished.load();
-  std::printf("load_driver: %lld calls in %.1f s, %lld OK and verified", static_cast<long long>(total),
-              secs, static_cast<long long>(ok.load()));
+  std::printf("load_driver: %lld calls in %.1f s, %lld OK and verified",
+              static_cast<long long>(total), secs, static_cast<long long>(ok.load()));
   if (finished_at_stop.load() >= 0) {
     std::printf(", %lld after the stop", static_cast<long long>(total - finished_at_stop.load()));
   }
   std::printf("; final status:");
-  for (const auto& [code, n] : codes) std::printf(" %s=%lld", code.c_str(), static_cast<long long>(n));
+  for (const auto& [code, n] : codes)
+    std::printf(" %s=%lld", code.c_str(), static_cast<long long>(n));
   std::printf("\n");
   bool pass = total > 0 && ok.load() == total;
   if (!first_error.empty()) std::printf("load_driver: first failure: %s\n", first_error.c_str());
