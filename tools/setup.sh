@@ -10,8 +10,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 PACKAGES=(
-  # toolchain
-  g++ cmake ninja-build pkg-config ca-certificates
+  # toolchain; clang-format: the formatting check (tools/check_format.sh, a ctest test)
+  g++ cmake ninja-build pkg-config ca-certificates clang-format
   # fuzzers and sanitizer builds (fuzz/, tools/sanitizer_tests.sh); llvm-14 holds
   # llvm-symbolizer: without it sanitizer stacks are <null> frames, so
   # tools/tsan.supp (matched by function name) stops matching
