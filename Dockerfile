@@ -1,12 +1,13 @@
 # syntax=docker/dockerfile:1
 # tensorops-server image: docker build -t tensorops .
 #
-# Build stage: the same package list (tools/setup.sh) and build script
-# (tools/build.sh) as CI and the README; tests and benchmarks are skipped.
+# Build stage: the package list (tools/setup.sh, its "image" profile: the
+# toolchain and libraries without the test tools) and build script
+# (tools/build.sh) of CI and the README; tests and benchmarks are skipped.
 FROM debian:bookworm-slim AS build
 WORKDIR /src
 COPY tools/setup.sh tools/setup.sh
-RUN bash tools/setup.sh && rm -rf /var/lib/apt/lists/*
+RUN SETUP_PROFILE=image bash tools/setup.sh && rm -rf /var/lib/apt/lists/*
 COPY . .
 RUN BUILD_DIR=/build BUILD_ARGS="-DTENSOROPS_BUILD_TESTS=OFF -DTENSOROPS_BUILD_BENCH=OFF" \
       bash tools/build.sh \

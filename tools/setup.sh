@@ -9,27 +9,42 @@ if [ "$(id -u)" -ne 0 ]; then
   command -v sudo >/dev/null && SUDO="sudo" || { echo "setup.sh: run as root" >&2; exit 1; }
 fi
 
+# SETUP_PROFILE=image: only what building the server, CLI and SDK without
+# tests and benchmarks needs (the Dockerfile's build stage); this skips clang,
+# Node.js, nginx and Prometheus, a few hundred packages the image never uses.
+PROFILE=${SETUP_PROFILE:-full}
 PACKAGES=(
-  # toolchain; clang-format: the formatting check (tools/check_format.sh, a ctest test)
-  g++ cmake ninja-build pkg-config ca-certificates clang-format
-  # fuzzers and sanitizer builds (fuzz/, tools/sanitizer_tests.sh); llvm-14 holds
-  # llvm-symbolizer: without it sanitizer stacks are <null> frames, so
-  # tools/tsan.supp (matched by function name) stops matching
-  clang libclang-rt-14-dev llvm-14
+  # toolchain
+  g++ cmake ninja-build pkg-config ca-certificates
   # libraries (see ../shared/toolchain.md)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
-  prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev grpc-proto
+  prometheus-cpp-dev grpc-proto
   zlib1g-dev  # CRC-32 of streamed tensors (libgrpc-dev pulls it in too; named for clarity)
-  # deployment tests (tests/deploy): load balancer, scraper, compose and YAML checks
-  nginx prometheus docker-compose curl python3-yaml
-  # security tests: throwaway CA, server and client certificates
-  openssl
 )
-# Node.js runs grpcurl-lite (the grpcurl stand-in) in the cookbook test. Keep
-# a Node that is already there (some machines carry a newer one with its own npm).
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  PACKAGES+=(nodejs npm)
-fi
+case "$PROFILE" in
+  image) ;;
+  full)
+    PACKAGES+=(
+      # tests and benchmarks; clang-format: the formatting check
+      # (tools/check_format.sh, the ctest test clang_format_check)
+      libgtest-dev libgmock-dev libbenchmark-dev clang-format
+      # fuzzers and sanitizer builds (fuzz/, tools/sanitizer_tests.sh); llvm-14 holds
+      # llvm-symbolizer: without it sanitizer stacks are <null> frames, so
+      # tools/tsan.supp (matched by function name) stops matching
+      clang libclang-rt-14-dev llvm-14
+      # deployment tests (tests/deploy): load balancer, scraper, compose and YAML checks
+      nginx prometheus docker-compose curl python3-yaml
+      # security tests: throwaway CA, server and client certificates
+      openssl
+    )
+    # Node.js runs grpcurl-lite (the grpcurl stand-in) in the cookbook test. Keep
+    # a Node that is already there (some machines carry a newer one with its own npm).
+    if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+      PACKAGES+=(nodejs npm)
+    fi
+    ;;
+  *) echo "setup.sh: SETUP_PROFILE must be full or image, not '$PROFILE'" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${PACKAGES[@]}"; do

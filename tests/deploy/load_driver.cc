@@ -5,12 +5,19 @@
 //
 //   load_driver --target 127.0.0.1:PORT [--threads 4] [--marker PATH --marker_after N]
 //               [--stop_file PATH --calls_after M] [--max_calls N] [--max_seconds S]
+//               [--window_file PATH]
 //
 // Runs until --max_calls calls finished, or, with --stop_file, until that file
 // exists and --calls_after more calls finished after it appeared. After
 // --marker_after successful calls it creates --marker (the test then stops a
 // replica while the load goes on). Exit status 0 only if every call ended OK
 // with the right result and the run finished within --max_seconds.
+//
+// Prints the p50/p99/max latency of all calls (one call = the SDK's Roll,
+// retries included) and, with --window_file, of the calls that started inside
+// the window that file names ("START END", Unix seconds, written by the test
+// before it creates --stop_file): e.g. a replica's restart.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -39,7 +46,38 @@ struct Options {
   int64_t max_calls = 1000000;
   double max_seconds = 40;
   int sleep_us = 1000;
+  std::string window_file;
 };
+
+// One finished call: when it started (Unix seconds) and how long it took.
+struct CallTime {
+  double start_unix_s;
+  double latency_ms;
+  bool good;
+};
+
+double UnixSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// "N calls (F failed), latency p50 A ms, p99 B ms, max C ms" of `calls`.
+std::string Summary(std::vector<CallTime> calls) {
+  if (calls.empty()) return "0 calls";
+  int64_t failed = 0;
+  for (const auto& c : calls) failed += c.good ? 0 : 1;
+  std::sort(calls.begin(), calls.end(),
+            [](const CallTime& a, const CallTime& b) { return a.latency_ms < b.latency_ms; });
+  auto pct = [&](double q) {
+    const size_t i =
+        std::min(calls.size() - 1, static_cast<size_t>(q * static_cast<double>(calls.size())));
+    return calls[i].latency_ms;
+  };
+  char buf[160];
+  std::snprintf(
+      buf, sizeof(buf), "%zu calls (%lld failed), latency p50 %.2f ms, p99 %.2f ms, max %.2f ms",
+      calls.size(), static_cast<long long>(failed), pct(0.5), pct(0.99), calls.back().latency_ms);
+  return buf;
+}
 
 bool FileExists(const std::string& path) { return std::ifstream(path).good(); }
 
@@ -76,6 +114,8 @@ int main(int argc, char** argv) {
       opt.max_seconds = std::atof(v.c_str());
     else if (a == "--sleep_us")
       opt.sleep_us = std::atoi(v.c_str());
+    else if (a == "--window_file")
+      opt.window_file = v;
     else
       return Usage(("unknown flag " + a).c_str());
   }
@@ -99,6 +139,7 @@ int main(int argc, char** argv) {
   std::mutex mu;
   std::map<std::string, int64_t> codes;  // final status code -> count
   std::string first_error;
+  std::vector<CallTime> times;
 
   auto done = [&]() {
     int64_t f = finished.load();
@@ -124,9 +165,13 @@ int main(int argc, char** argv) {
       std::vector<int32_t> in(kRows * kCols);
       for (int64_t k = 0; k < kRows * kCols; ++k) in[k] = static_cast<int32_t>(id * 100 + k);
       const int64_t s0 = id % kRows, s1 = id % kCols;
+      const double call_start = UnixSeconds();
+      const auto t0 = Clock::now();
       auto out = (*client)->Roll(tensorops::Tensor(in, {kRows, kCols}),
                                  tensorops::Tensor(std::vector<int64_t>{s0, s1}),
                                  tensorops::Tensor(std::vector<int64_t>{0, 1}));
+      const double latency_ms =
+          std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       bool good = out.ok();
       std::string code = out.ok() ? "OK" : absl::StatusCodeToString(out.status().code());
       if (good) {
@@ -146,6 +191,7 @@ int main(int argc, char** argv) {
       {
         std::lock_guard<std::mutex> lock(mu);
         ++codes[code];
+        times.push_back({call_start, latency_ms, good});
         if (!good && first_error.empty()) {
           first_error = out.ok() ? "call " + std::to_string(id) + ": wrong result"
                                  : "call " + std::to_string(id) + ": " + out.status().ToString();
@@ -175,6 +221,20 @@ int main(int argc, char** argv) {
   for (const auto& [code, n] : codes)
     std::printf(" %s=%lld", code.c_str(), static_cast<long long>(n));
   std::printf("\n");
+  std::printf("load_driver: all: %s\n", Summary(times).c_str());
+  if (!opt.window_file.empty()) {
+    double w0 = 0, w1 = 0;
+    std::ifstream wf(opt.window_file);
+    if (wf >> w0 >> w1) {
+      std::vector<CallTime> in;
+      for (const auto& c : times) {
+        if (c.start_unix_s >= w0 && c.start_unix_s <= w1) in.push_back(c);
+      }
+      std::printf("load_driver: window %.1f s: %s\n", w1 - w0, Summary(in).c_str());
+    } else {
+      std::printf("load_driver: no window in %s\n", opt.window_file.c_str());
+    }
+  }
   bool pass = total > 0 && ok.load() == total;
   if (!first_error.empty()) std::printf("load_driver: first failure: %s\n", first_error.c_str());
   if (timed_out) {

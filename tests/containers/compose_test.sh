@@ -1,0 +1,324 @@
+#!/usr/bin/env bash
+# deploy/docker-compose.yml run for real: Podman + Buildah + Debian's
+# docker-compose 1.29 through Podman's Docker API socket (no Docker engine and
+# no image registry needed; tools/container_setup.sh prepares the machine).
+# Checks, as a user of the stack would:
+#   1. the image builds from ./Dockerfile; it holds no compiler or headers;
+#   2. `docker-compose up` of three replicas, nginx and Prometheus (Grafana
+#      has no Debian package and is left out of this run only); every replica
+#      becomes healthy through the image's own HEALTHCHECK;
+#   3. each replica runs as uid 10001 with a read-only root filesystem;
+#   4. health and verified Roll calls through nginx's published port reach all
+#      three replicas (each one's own /metrics counts them);
+#   5. Prometheus's /api/v1/targets shows the three replicas up, and
+#      /api/v1/rules holds every rule of deploy/prometheus/alerts.yml;
+#   6. `docker-compose stop tensorops-2` while the load driver (SDK, retry on
+#      UNAVAILABLE) keeps CONCURRENCY calls in flight through nginx: the
+#      replica exits 0 within its stop_grace_period, replicas 1 and 3 carry the
+#      load, `docker-compose start` brings it back to healthy and it serves
+#      calls again, and no call fails (calls, failures and p99 printed);
+#   7. `docker-compose down -v` leaves no container, volume or network.
+# Uses only 127.0.0.1 (free ports) and the project's own container network;
+# removes what an earlier, interrupted run left behind before it starts, and
+# everything it made (but the images, kept as a cache) on exit.
+#
+# usage: compose_test.sh CLI LOAD_DRIVER REPO_ROOT
+#   CONCURRENCY (16) calls in flight during the restart.
+#   REUSE_IMAGE=1 tests the tensorops:latest built earlier instead of building
+#   this tree (for working on the test itself; CI never sets it).
+set -euo pipefail
+CLI=$1 DRIVER=$2 ROOT=$(cd "$3" && pwd)
+CONCURRENCY=${CONCURRENCY:-16}
+T0=$EPOCHREALTIME
+PHASE_T0=$EPOCHREALTIME
+
+log() { awk -v t="$EPOCHREALTIME" -v t0="$T0" -v m="$*" 'BEGIN { printf "[%6.1fs] %s\n", t - t0, m }'; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
+# phase NAME: logs how long the phase that ends here took.
+PHASES=()
+phase() {
+  local secs
+  secs=$(awk -v a="$PHASE_T0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+  PHASES+=("$1 ${secs}s")
+  log "phase done: $1 (${secs} s)"
+  PHASE_T0=$EPOCHREALTIME
+}
+[ "$(id -u)" -eq 0 ] || fail "run as root (rootful Podman)"
+
+export CONTAINERS_CONF=$ROOT/deploy/podman/containers.conf
+export COMPOSE_PROJECT_NAME=tensorops-ctest
+export TENSOROPS_PUBLISH_ADDR=127.0.0.1
+# Not the compose file's default subnet, which a developer's own stack may hold.
+export TENSOROPS_SUBNET_PREFIX=${TENSOROPS_SUBNET_PREFIX:-172.29.52}
+COMPOSE_FILE=$ROOT/deploy/docker-compose.yml
+SERVICES=(tensorops-1 tensorops-2 tensorops-3 nginx prometheus)
+IMAGE=localhost/tensorops:latest
+
+W=$(mktemp -d "${TMPDIR:-/tmp}/tensorops-containers.XXXXXX")
+PIDS=()
+STACK_UP=0
+compose() { docker-compose -f "$COMPOSE_FILE" "$@"; }
+
+# Removes the project's containers, volumes and network, through compose if
+# the API socket is up, then directly with podman (an earlier run may have
+# died with its socket).
+remove_project() {
+  if [ -S "$W/podman.sock" ]; then
+    compose down -v --remove-orphans --timeout 20 >>"$W/compose.log" 2>&1 || true
+  fi
+  local label="label=com.docker.compose.project=$COMPOSE_PROJECT_NAME" ids
+  ids=$(podman ps -aq --filter "$label")
+  [ -z "$ids" ] || podman rm -f -t 20 $ids >/dev/null 2>&1 || true
+  ids=$(podman volume ls -q --filter "$label")
+  [ -z "$ids" ] || podman volume rm -f $ids >/dev/null 2>&1 || true
+  ids=$(podman network ls -q --filter "$label")
+  [ -z "$ids" ] || podman network rm -f $ids >/dev/null 2>&1 || true
+}
+
+cleanup() {
+  local rc=$?
+  if [ $rc -ne 0 ] && [ "$STACK_UP" = 1 ]; then
+    # podman rather than compose: this must work whatever state compose is in.
+    local label="label=com.docker.compose.project=$COMPOSE_PROJECT_NAME" c
+    podman ps -a --filter "$label" 2>&1 || true
+    for c in $(podman ps -aq --filter "$label" 2>/dev/null); do
+      echo "--- $(podman inspect --format '{{.Name}}' "$c") (last log lines)"
+      podman logs --tail 15 "$c" 2>&1 || true
+    done
+  fi
+  if [ $rc -ne 0 ]; then
+    for f in "$W"/driver*.out "$W"/podman-service.log "$W"/compose.log; do
+      [ -s "$f" ] && { echo "--- $f (last lines)"; tail -n 20 "$f"; }
+    done
+  fi
+  remove_project
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  rm -rf "$W"
+  exit $rc
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+# wait_for SECONDS WHAT COMMAND...: polls COMMAND every 0.5 s.
+wait_for() {
+  local secs=$1 what=$2; shift 2
+  local end=$((SECONDS + secs))
+  until "$@" >/dev/null 2>&1; do
+    [ $SECONDS -lt $end ] || fail "timed out after ${secs}s waiting for $what"
+    sleep 0.5
+  done
+}
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# --- 1. machine setup, base image, stand-ins, the image ----------------------
+for step in packages base standins; do
+  bash "$ROOT/tools/container_setup.sh" "$step" >>"$W/setup.log" 2>&1 \
+    || { tail -n 30 "$W/setup.log"; fail "tools/container_setup.sh $step"; }
+done
+phase "setup (packages, base image, stand-ins)"
+if [ "${REUSE_IMAGE:-0}" = 1 ] && podman image exists "$IMAGE"; then
+  log "REUSE_IMAGE=1: testing the existing $IMAGE, not a build of this tree"
+else
+  TENSOROPS_IMAGE=$IMAGE bash "$ROOT/tools/container_setup.sh" image >"$W/image.log" 2>&1 \
+    || { tail -n 40 "$W/image.log"; fail "image build (buildah bud of $ROOT/Dockerfile)"; }
+fi
+phase "image build"
+
+SIZE=$(podman image inspect --format '{{.Size}}' "$IMAGE")
+# Anything a compiler or a -dev package would have left: compilers, cc1plus,
+# headers, static libraries, CMake package files.
+# (As root inside, so no directory is unreadable; no health check for this one.)
+FOUND=$(podman run --rm --network none --no-healthcheck --user 0 --entrypoint /bin/sh "$IMAGE" -c \
+  'for d in /usr/bin /usr/local/bin; do ls "$d" | grep -E "^(cc|c\+\+|gcc|g\+\+|clang|clang\+\+|cpp|ld|as|cmake|ninja|protoc)(-[0-9.]+)?$" | sed "s|^|$d/|"; done
+   find / -xdev \( -name "*.h" -o -name "*.hpp" -o -name "*.a" -o -name cc1plus -o -name "*Config.cmake" \) -print' \
+  2>"$W/find.err") || fail "could not list the image's files: $(cat "$W/find.err")"
+[ -z "$FOUND" ] || fail "the image holds build tools or headers:
+$(echo "$FOUND" | head -n 20)"
+log "image $IMAGE: $((SIZE / 1000000)) MB, no compiler, headers, static libraries or CMake files"
+
+# --- 2. the stack -------------------------------------------------------------
+podman system service --time=0 "unix://$W/podman.sock" >"$W/podman-service.log" 2>&1 &
+PIDS+=($!)
+export DOCKER_HOST=unix://$W/podman.sock
+wait_for 20 "podman system service on $W/podman.sock" test -S "$W/podman.sock"
+remove_project    # whatever an interrupted run left behind
+bash "$ROOT/tools/podman_healthchecks.sh" "$COMPOSE_PROJECT_NAME" &
+PIDS+=($!)
+
+TENSOROPS_GRPC_PORT=$(free_port)
+TENSOROPS_PROMETHEUS_PORT=$(free_port)
+export TENSOROPS_GRPC_PORT TENSOROPS_PROMETHEUS_PORT
+STACK_UP=1
+log "docker-compose -f deploy/docker-compose.yml up -d --no-build ${SERVICES[*]} (gRPC on 127.0.0.1:$TENSOROPS_GRPC_PORT, Prometheus on 127.0.0.1:$TENSOROPS_PROMETHEUS_PORT)"
+# compose waits for the replicas' health before it creates nginx.
+timeout 180 docker-compose -f "$COMPOSE_FILE" up -d --no-build "${SERVICES[@]}" >"$W/up.log" 2>&1 \
+  || { cat "$W/up.log"; fail "docker-compose up"; }
+
+# Container ids, asked of compose once (a container keeps its id across
+# stop/start, and each `compose ps` costs about a second under load).
+declare -A CIDS=()
+cid() {
+  [ -n "${CIDS[$1]:-}" ] || CIDS[$1]=$(compose ps -q "$1")
+  [ -n "${CIDS[$1]}" ] || { echo "compose has no container for $1" >&2; return 1; }
+  echo "${CIDS[$1]}"
+}
+health_of() { podman inspect --format '{{.State.Health.Status}}' "$(cid "$1")"; }
+is_healthy() { [ "$(health_of "$1")" = healthy ]; }
+for i in 1 2 3; do
+  wait_for 60 "tensorops-$i healthy" is_healthy "tensorops-$i"
+done
+log "tensorops-1..3: healthy (HEALTHCHECK: $(podman inspect --format '{{join .Config.Healthcheck.Test " "}}' "$(cid tensorops-1)"))"
+phase "compose up until all replicas healthy"
+
+# --- 3. non-root, read-only root filesystem ----------------------------------
+for i in 1 2 3; do
+  c=$(cid "tensorops-$i")
+  uid=$(podman exec "$c" id -u)
+  [ "$uid" = 10001 ] || fail "tensorops-$i runs as uid $uid, not 10001"
+  [ "$(podman inspect --format '{{.HostConfig.ReadonlyRootfs}}' "$c")" = true ] \
+    || fail "tensorops-$i: root filesystem is not read-only"
+  if out=$(podman exec "$c" touch /opt/tensorops/probe 2>&1); then
+    fail "tensorops-$i: wrote to /opt/tensorops on its read-only root filesystem"
+  fi
+  case "$out" in *"Read-only file system"*) ;; *) fail "tensorops-$i: unexpected error writing to its root: $out" ;; esac
+done
+log "replicas run as uid 10001; writing to the root filesystem fails (read-only)"
+
+# --- 4. calls through nginx reach every replica -------------------------------
+NGINX=127.0.0.1:$TENSOROPS_GRPC_PORT
+health() { [ "$("$CLI" --target "$NGINX" --deadline 2s health --service tensorops.v1.TensorOps)" = SERVING ]; }
+wait_for 30 "SERVING through nginx on $NGINX" health
+out=$("$CLI" --target "$NGINX" run Roll --input '[[1,2,3],[4,5,6]]' --input 1 --input 1 2>&1) \
+  || fail "tensorops run Roll through nginx: $out"
+log "through nginx: health SERVING; tensorops run Roll -> $out"
+
+# The address of a replica on the project's network (it may change on restart).
+ip_of() {
+  podman inspect --format '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}' "$(cid "$1")" | awk '{print $1}'
+}
+# Roll calls that replica $1 (1..3) answered OK, from its own /metrics.
+roll_ok() {
+  local ip metrics
+  ip=$(ip_of "tensorops-$1") && [ -n "$ip" ] || { echo "tensorops-$1 has no address" >&2; return 1; }
+  metrics=$(curl -sf --max-time 3 "http://$ip:9464/metrics") \
+    || { echo "no /metrics from tensorops-$1 ($ip:9464)" >&2; return 1; }
+  awk '/^tensorops_requests_total\{/ && /method="Execute"/ && /op="Roll"/ && /code="OK"/ { n += $NF }
+       END { printf "%d\n", n }' <<<"$metrics"
+}
+declare -A before=()
+for i in 1 2 3; do before[$i]=$(roll_ok $i); done
+"$DRIVER" --target "$NGINX" --threads "$CONCURRENCY" --sleep_us 0 --max_calls 1500 --max_seconds 60 \
+  >"$W/driver-spread.out" 2>&1 || { cat "$W/driver-spread.out"; fail "load driver through nginx"; }
+sed 's/^/  /' "$W/driver-spread.out"
+for i in 1 2 3; do
+  n=$(roll_ok $i)
+  [ "$n" -gt "${before[$i]}" ] || fail "tensorops-$i served no Roll call through nginx (its /metrics: $n)"
+  log "tensorops-$i /metrics: $((n - before[$i])) of the driver's Roll calls"
+done
+phase "calls through nginx"
+
+# --- 5. Prometheus: targets up, rules loaded ----------------------------------
+PROM=http://127.0.0.1:$TENSOROPS_PROMETHEUS_PORT
+wait_for 60 "Prometheus /-/ready" curl -sf --max-time 2 "$PROM/-/ready"
+targets_up() {
+  curl -sf --max-time 3 "$PROM/api/v1/targets" >"$W/targets.json" || return 1
+  python3 - "$W/targets.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))["data"]["activeTargets"]
+up = sorted(x["labels"]["instance"] for x in t if x["labels"].get("job") == "tensorops" and x["health"] == "up")
+want = ["tensorops-%d:9464" % i for i in (1, 2, 3)]
+sys.exit(0 if up == want else 1)
+PY
+}
+wait_for 60 "Prometheus /api/v1/targets: tensorops-1..3:9464 up" targets_up
+curl -sf --max-time 3 "$PROM/api/v1/rules" >"$W/rules.json" || fail "Prometheus /api/v1/rules"
+python3 - "$W/rules.json" "$ROOT/deploy/prometheus/alerts.yml" <<'PY' || fail "Prometheus did not load deploy/prometheus/alerts.yml"
+import json, sys, yaml
+loaded = {r["name"] for g in json.load(open(sys.argv[1]))["data"]["groups"] for r in g["rules"]}
+want = {r.get("alert") or r.get("record") for g in yaml.safe_load(open(sys.argv[2]))["groups"] for r in g["rules"]}
+missing = want - loaded
+if missing:
+    print("missing rules:", sorted(missing))
+    sys.exit(1)
+print("  Prometheus rules loaded: %d of %d (%s)" % (len(want & loaded), len(want),
+      ", ".join(sorted(r for r in want if not r.startswith("tensorops:")))))
+PY
+log "Prometheus: tensorops-1..3:9464 up; every rule of alerts.yml loaded"
+phase "Prometheus"
+
+# --- 6. stop and start tensorops-2 under load ---------------------------------
+GRACE=$(python3 - "$COMPOSE_FILE" <<'PY'
+import sys, yaml
+s = yaml.safe_load(open(sys.argv[1]))["services"]["tensorops-2"]["stop_grace_period"]
+print(int(s.rstrip("s")))
+PY
+)
+"$DRIVER" --target "$NGINX" --threads "$CONCURRENCY" --sleep_us 0 --marker "$W/marker" --marker_after 1000 \
+  --stop_file "$W/stopped" --calls_after 1500 --window_file "$W/window" --max_seconds 240 \
+  >"$W/driver-restart.out" 2>&1 &
+DRIVER_PID=$!; PIDS+=($DRIVER_PID)
+marker_or_dead() { [ -e "$W/marker" ] || ! kill -0 "$DRIVER_PID"; }
+wait_for 60 "the first 1000 calls of the load" marker_or_dead
+[ -e "$W/marker" ] || fail "load driver ended early: $(cat "$W/driver-restart.out")"
+
+WINDOW_START=$EPOCHREALTIME
+before1=$(roll_ok 1) before3=$(roll_ok 3) ip2=$(ip_of tensorops-2)
+log "docker-compose -f deploy/docker-compose.yml stop tensorops-2 ($CONCURRENCY calls in flight)"
+c2=$(cid tensorops-2)
+s0=$(date +%s)
+compose stop tensorops-2 >>"$W/compose.log" 2>&1 || fail "docker-compose stop tensorops-2"
+took=$(($(date +%s) - s0))
+state=$(podman inspect --format '{{.State.Status}} {{.State.ExitCode}} {{.State.FinishedAt.Unix}}' "$c2")
+read -r status code finished <<<"$state"
+[ "$status $code" = "exited 0" ] || fail "tensorops-2 after stop: $status, exit code $code (want exited 0)"
+# The server's own exit, not compose's wall time (Podman's clean-up after the
+# exit takes seconds more under load). Exit code 0 already rules out SIGKILL.
+exited_after=$((finished - s0))
+[ "$exited_after" -lt "$GRACE" ] \
+  || fail "tensorops-2 exited ${exited_after}s after the stop (stop_grace_period ${GRACE}s)"
+podman logs "$c2" 2>&1 | tail -n 3 | sed 's/^/  tensorops-2: /'
+log "tensorops-2 exited 0 about ${exited_after}s after the stop (stop_grace_period ${GRACE}s; docker-compose stop returned after ${took}s)"
+
+sleep 3   # load on the two others only
+after1=$(roll_ok 1) after3=$(roll_ok 3)
+[ "$after1" -gt "$before1" ] && [ "$after3" -gt "$before3" ] \
+  || fail "replicas 1 and 3 did not both carry the load while 2 was stopped ($before1->$after1, $before3->$after3)"
+kill -0 "$DRIVER_PID" 2>/dev/null || fail "load driver ended while tensorops-2 was stopped: $(cat "$W/driver-restart.out")"
+log "while stopped: tensorops-1 +$((after1 - before1)), tensorops-3 +$((after3 - before3)) Roll calls"
+
+log "docker-compose -f deploy/docker-compose.yml start tensorops-2"
+compose start tensorops-2 >>"$W/compose.log" 2>&1 || fail "docker-compose start tensorops-2"
+wait_for 60 "tensorops-2 healthy again" is_healthy tensorops-2
+[ "$(ip_of tensorops-2)" = "$ip2" ] \
+  || fail "tensorops-2 came back on $(ip_of tensorops-2), not $ip2: nginx (which resolved the name at start) cannot reach it"
+serving2() { [ "$(roll_ok 2)" -gt 0 ]; }   # its counters start at 0 in the new process
+wait_for 30 "tensorops-2 to serve calls through nginx again" serving2
+WINDOW_END=$EPOCHREALTIME
+log "tensorops-2 healthy and serving again ($(roll_ok 2) Roll calls so far)"
+echo "$WINDOW_START $WINDOW_END" >"$W/window"
+touch "$W/stopped"
+
+rc=0; wait "$DRIVER_PID" || rc=$?
+sed 's/^/  /' "$W/driver-restart.out"
+[ $rc -eq 0 ] || fail "load driver: not every call ended OK with a verified result during the restart"
+log "restart under load: $(sed -n 's/^load_driver: window /window /p' "$W/driver-restart.out")"
+phase "stop/start tensorops-2 under load"
+
+# --- 7. down -v ---------------------------------------------------------------
+log "docker-compose -f deploy/docker-compose.yml down -v"
+compose down -v >>"$W/compose.log" 2>&1 || fail "docker-compose down -v"
+STACK_UP=0
+label="label=com.docker.compose.project=$COMPOSE_PROJECT_NAME"
+left="$(podman ps -aq --filter "$label")$(podman volume ls -q --filter "$label")$(podman network ls -q --filter "$label")"
+[ -z "$left" ] || fail "after down -v, left: $left"
+log "down -v: no container, volume or network of the project left"
+phase "down -v"
+
+log "PASS; phases: $(IFS=';'; echo "${PHASES[*]}")"

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Runs the README's test command (`bash tools/test.sh`) as root on a bare
+# Debian 12 root: the bookworm minbase tree that debian:bookworm-slim is made
+# from (tools/container_setup.sh rootfs, made once and cached), unpacked
+# afresh, with a clean checkout of the repository's HEAD (git archive: only
+# committed files) at /work/tensorops and ../shared next to it. Everything
+# the tests need has to come from tools/setup.sh and
+# tools/container_setup.sh. Prints how long it took; the exit status is
+# test.sh's.
+#
+#   tools/fresh_machine_test.sh [REPO]      # REPO: default this checkout
+#   KEEP_FRESH=1 ...                        # keep the root afterwards (for a look)
+#
+# chroot rather than `podman run`: the suite itself runs Podman (label
+# "container"), which inside a container would need --privileged, its own
+# storage volume and nested cgroups; in a chroot it uses the host kernel's
+# cgroups and network like on a real machine. The chroot runs in its own
+# mount namespace, so its /proc, /sys, /dev and every mount Podman makes
+# inside vanish with it. It shares the host's network (apt, npm, 127.0.0.1).
+# Takes about as long as tools/test.sh on a new machine: all packages are
+# downloaded and the project is compiled twice (build/ and the image).
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+REPO=$(cd "${1:-$HERE}" && pwd)
+SHARED=$(cd "$REPO/.." && pwd)/shared
+fail() { echo "fresh_machine_test.sh: $*" >&2; exit 1; }
+say() { echo "fresh_machine_test.sh: [$(date +%T)] $*"; }
+[ "$(id -u)" -eq 0 ] || fail "run as root (debootstrap, chroot, mounts)"
+git -C "$REPO" rev-parse --verify -q HEAD >/dev/null || fail "$REPO is not a git checkout"
+[ -d "$SHARED" ] || fail "no $SHARED (the repository's ../shared)"
+command -v unshare >/dev/null && command -v chroot >/dev/null || fail "needs unshare and chroot (util-linux, coreutils)"
+
+TAR=$(bash "$HERE/tools/container_setup.sh" rootfs)
+FRESH=$(mktemp -d "${TENSOROPS_FRESH_DIR:-/var/tmp}/tensorops-fresh.XXXXXX")
+cleanup() {
+  local rc=$?
+  if [ "${KEEP_FRESH:-0}" = 1 ]; then
+    say "kept $FRESH"
+  else
+    rm -rf --one-file-system "$FRESH"
+  fi
+  exit $rc
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+tar -C "$FRESH" -xf "$TAR"
+mkdir -p "$FRESH/work/tensorops"
+git -C "$REPO" archive HEAD | tar -C "$FRESH/work/tensorops" -x
+cp -a "$SHARED" "$FRESH/work/shared"
+cp -L /etc/resolv.conf "$FRESH/etc/resolv.conf"
+say "fresh root $FRESH: $(sed -n 's/^PRETTY_NAME=//p' "$FRESH/etc/os-release"), $(git -C "$REPO" rev-parse --short HEAD) of $REPO"
+
+start=$SECONDS
+rc=0
+unshare --mount --propagation private -- /bin/bash -euo pipefail -c '
+  F=$1
+  mount -t proc proc "$F/proc"
+  mount --rbind /sys "$F/sys"
+  mount --rbind /dev "$F/dev"
+  mount -t tmpfs tmpfs "$F/run"
+  mount -t tmpfs tmpfs "$F/tmp"
+  exec chroot "$F" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    /bin/bash -c "cd /work/tensorops && bash tools/test.sh"
+' fresh "$FRESH" || rc=$?
+secs=$((SECONDS - start))
+say "bash tools/test.sh in the fresh root: exit status $rc after $((secs / 60)) min $((secs % 60)) s"
+exit $rc
