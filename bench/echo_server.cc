@@ -78,8 +78,8 @@ int main(int argc, char** argv) {
   int bound_port = 0;
   const std::string address = host + ":" + std::to_string(port);
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &bound_port);
-  const int max_message = static_cast<int>(
-      std::min<int64_t>(max_message_bytes, std::numeric_limits<int>::max()));
+  const int max_message =
+      static_cast<int>(std::min<int64_t>(max_message_bytes, std::numeric_limits<int>::max()));
   builder.SetMaxReceiveMessageSize(max_message);
   builder.SetMaxSendMessageSize(max_message);
   builder.RegisterService(&service);

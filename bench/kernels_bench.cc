@@ -101,7 +101,8 @@ void RunCase(benchmark::State& state, const Case& c, int threads) {
   std::vector<TensorView> inputs = {data.view()};
   for (const auto& [dt, values] : c.extra) {
     storage.push_back(Pack(dt, values));
-    inputs.push_back(TensorView{dt, Shape{static_cast<int64_t>(values.size())}, storage.back().data()});
+    inputs.push_back(
+        TensorView{dt, Shape{static_cast<int64_t>(values.size())}, storage.back().data()});
   }
   auto prepared = Registry().Prepare(c.op, inputs, c.attrs);
   if (!prepared.ok()) {
@@ -142,24 +143,43 @@ std::vector<Case> Cases(int64_t bytes) {
     cases.push_back({"Reverse/last_axis/" + t + "/" + sz, "Reverse", dt, s3, idx({2}), index});
     cases.push_back({"Reverse/middle_axis/" + t + "/" + sz, "Reverse", dt, s3, idx({1}), index});
     cases.push_back({"Reverse/all_axes/" + t + "/" + sz, "Reverse", dt, s3, idx({0, 1, 2}), index});
-    cases.push_back({"Reverse/mask_0_1/" + t + "/" + sz, "Reverse", dt, s3,
-                     {{DType::kBool, {1, 1, 0}}}, mask});
+    cases.push_back(
+        {"Reverse/mask_0_1/" + t + "/" + sz, "Reverse", dt, s3, {{DType::kBool, {1, 1, 0}}}, mask});
     // ReverseSequence: batch-major [batch 64, seq b, 256] and time-major [seq b, batch 64, 256].
     std::vector<int64_t> lens;
     for (int64_t i = 0; i < a; ++i) lens.push_back((i * 7919) % (b + 1));
-    cases.push_back({"ReverseSequence/batch_major/" + t + "/" + sz, "ReverseSequence", dt, s3,
+    cases.push_back({"ReverseSequence/batch_major/" + t + "/" + sz,
+                     "ReverseSequence",
+                     dt,
+                     s3,
                      {{DType::kInt64, lens}},
                      {{"batch_axis", AttrValue::Number(0)}, {"seq_axis", AttrValue::Number(1)}}});
     std::vector<int64_t> lens_t;
     for (int64_t i = 0; i < a; ++i) lens_t.push_back((i * 7919) % (b + 1));
-    cases.push_back({"ReverseSequence/time_major/" + t + "/" + sz, "onnx.ReverseSequence", dt,
-                     Shape{b, a, c}, {{DType::kInt64, lens_t}}, {}});
-    cases.push_back({"Roll/1_axis/" + t + "/" + sz, "Roll", dt, s3,
-                     {{DType::kInt64, {-3}}, {DType::kInt64, {1}}}, {}});
-    cases.push_back({"Roll/2_axes/" + t + "/" + sz, "Roll", dt, s3,
-                     {{DType::kInt64, {5, -17}}, {DType::kInt64, {0, 2}}}, {}});
-    cases.push_back({"Roll/3_axes_repeated/" + t + "/" + sz, "Roll", dt, s3,
-                     {{DType::kInt64, {1, -2, 3, 40}}, {DType::kInt64, {0, 1, 2, 0}}}, {}});
+    cases.push_back({"ReverseSequence/time_major/" + t + "/" + sz,
+                     "onnx.ReverseSequence",
+                     dt,
+                     Shape{b, a, c},
+                     {{DType::kInt64, lens_t}},
+                     {}});
+    cases.push_back({"Roll/1_axis/" + t + "/" + sz,
+                     "Roll",
+                     dt,
+                     s3,
+                     {{DType::kInt64, {-3}}, {DType::kInt64, {1}}},
+                     {}});
+    cases.push_back({"Roll/2_axes/" + t + "/" + sz,
+                     "Roll",
+                     dt,
+                     s3,
+                     {{DType::kInt64, {5, -17}}, {DType::kInt64, {0, 2}}},
+                     {}});
+    cases.push_back({"Roll/3_axes_repeated/" + t + "/" + sz,
+                     "Roll",
+                     dt,
+                     s3,
+                     {{DType::kInt64, {1, -2, 3, 40}}, {DType::kInt64, {0, 1, 2, 0}}},
+                     {}});
   }
   return cases;
 }
@@ -169,8 +189,8 @@ void BM_Small4KiB(benchmark::State& state) {
   Tensor data(DType::kFloat32, Shape{32, 32});
   std::memset(data.mutable_data(), 3, data.num_bytes());
   int64_t shift[2] = {1, -2}, axes[2] = {0, 1};
-  std::vector<TensorView> inputs = {data.view(), {DType::kInt64, Shape{2}, shift},
-                                    {DType::kInt64, Shape{2}, axes}};
+  std::vector<TensorView> inputs = {
+      data.view(), {DType::kInt64, Shape{2}, shift}, {DType::kInt64, Shape{2}, axes}};
   Buffer out(data.num_bytes());
   const Attrs attrs;
   for (auto _ : state) {

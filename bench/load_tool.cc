@@ -146,18 +146,16 @@ void StartNext(Slot* s) {
     s->seq = m;
   }
   s->ctx = std::make_unique<grpc::ClientContext>();
-  s->ctx->set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::microseconds(
-                           static_cast<int64_t>(sh->opt.deadline_seconds * 1e6)));
+  s->ctx->set_deadline(
+      std::chrono::system_clock::now() +
+      std::chrono::microseconds(static_cast<int64_t>(sh->opt.deadline_seconds * 1e6)));
   s->start_ns = NowNs();
   if (sh->is_echo) {
-    sh->echo_stubs[s->channel]->async()->Echo(
-        s->ctx.get(), &sh->echo_request, &s->echo_response,
-        [s](grpc::Status st) { SlotDone(s, st); });
+    sh->echo_stubs[s->channel]->async()->Echo(s->ctx.get(), &sh->echo_request, &s->echo_response,
+                                              [s](grpc::Status st) { SlotDone(s, st); });
   } else {
-    sh->exec_stubs[s->channel]->async()->Execute(
-        s->ctx.get(), &sh->exec_request, &s->exec_response,
-        [s](grpc::Status st) { SlotDone(s, st); });
+    sh->exec_stubs[s->channel]->async()->Execute(s->ctx.get(), &sh->exec_request, &s->exec_response,
+                                                 [s](grpc::Status st) { SlotDone(s, st); });
   }
 }
 
@@ -372,20 +370,19 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "load_tool: %s\n", error.c_str());
     return 2;
   }
-  const int64_t request_bytes = static_cast<int64_t>(
-      sh.is_echo ? sh.echo_request.ByteSizeLong() : sh.exec_request.ByteSizeLong());
+  const int64_t request_bytes = static_cast<int64_t>(sh.is_echo ? sh.echo_request.ByteSizeLong()
+                                                                : sh.exec_request.ByteSizeLong());
 
   // Separate connections: a distinct channel argument keeps gRPC from sharing
   // one subchannel between the channels.
-  const int max_message = static_cast<int>(
-      std::min<int64_t>(o.max_message_bytes, std::numeric_limits<int>::max()));
+  const int max_message =
+      static_cast<int>(std::min<int64_t>(o.max_message_bytes, std::numeric_limits<int>::max()));
   for (int c = 0; c < o.channels; ++c) {
     grpc::ChannelArguments args;
     args.SetInt("tensorops.bench.channel_index", c);
     args.SetMaxReceiveMessageSize(max_message);
     args.SetMaxSendMessageSize(max_message);
-    auto channel =
-        grpc::CreateCustomChannel(o.address, grpc::InsecureChannelCredentials(), args);
+    auto channel = grpc::CreateCustomChannel(o.address, grpc::InsecureChannelCredentials(), args);
     if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
       std::fprintf(stderr, "load_tool: cannot connect to %s\n", o.address.c_str());
       return 1;
@@ -439,13 +436,12 @@ int main(int argc, char** argv) {
       "\"seconds\":%.3f,\"rps\":%.1f,\"payload_mb_per_s\":%.1f,\"p50_us\":%.1f,"
       "\"p90_us\":%.1f,\"p99_us\":%.1f,\"max_us\":%.1f,\"mean_us\":%.1f,\"errors\":%lld,"
       "\"verified\":%lld,\"verify_failures\":%lld,\"first_error\":\"%s\"}\n",
-      o.target.c_str(), sh.is_echo ? "echo" : o.op.c_str(),
-      static_cast<long long>(o.payload_bytes), static_cast<long long>(request_bytes),
-      o.concurrency, o.channels, static_cast<long long>(warmup_done),
-      static_cast<long long>(ok), seconds, rps,
+      o.target.c_str(), sh.is_echo ? "echo" : o.op.c_str(), static_cast<long long>(o.payload_bytes),
+      static_cast<long long>(request_bytes), o.concurrency, o.channels,
+      static_cast<long long>(warmup_done), static_cast<long long>(ok), seconds, rps,
       rps * static_cast<double>(o.payload_bytes) / 1e6, Percentile(lat, 0.50),
-      Percentile(lat, 0.90), Percentile(lat, 0.99), lat.empty() ? 0.0 : lat.back() / 1e3,
-      mean_us, static_cast<long long>(errors), static_cast<long long>(verified),
+      Percentile(lat, 0.90), Percentile(lat, 0.99), lat.empty() ? 0.0 : lat.back() / 1e3, mean_us,
+      static_cast<long long>(errors), static_cast<long long>(verified),
       static_cast<long long>(verify_failures), JsonEscape(first_error).c_str());
   std::fflush(stdout);
   if (verify_failures > 0) {

@@ -10,12 +10,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/wire_codec.h"
+#include "grpc/health/v1/health.pb.h"
 #include "kernels/huge_pages.h"
+#include "tensorops/v1/tensorops.grpc.pb.h"
 #include "wire/crc32.h"
 #include "wire/limits.h"
 #include "wire/status.h"
-#include "grpc/health/v1/health.pb.h"
-#include "tensorops/v1/tensorops.grpc.pb.h"
 
 namespace tensorops {
 inline namespace client_v1 {
@@ -245,8 +245,7 @@ ExecuteResult Client::Impl::ExecuteStream(absl::string_view op, const Attrs& att
   }
   // Known at once for the ops built into the SDK (their output inference);
   // else from the server's output header.
-  progress.expected_bytes_to_receive =
-      client_internal::InferredOutputBytes(*header).value_or(0);
+  progress.expected_bytes_to_receive = client_internal::InferredOutputBytes(*header).value_or(0);
   const int64_t chunk_bytes = std::max<int64_t>(1, options.stream_chunk_bytes);
 
   grpc::ClientContext ctx;
@@ -291,8 +290,8 @@ ExecuteResult Client::Impl::ExecuteStream(absl::string_view op, const Attrs& att
         StreamedOutput o;
         o.dtype = static_cast<DataType>(h.dtype());
         o.shape.assign(h.shape().begin(), h.shape().end());
-        absl::StatusOr<int64_t> bytes = client_internal::StreamedTensorBytes(
-            h, absl::StrCat("outputs[", outputs.size(), "]"));
+        absl::StatusOr<int64_t> bytes =
+            client_internal::StreamedTensorBytes(h, absl::StrCat("outputs[", outputs.size(), "]"));
         if (!bytes.ok()) {
           reply_error = MalformedStream(bytes.status().message());
           break;
@@ -314,9 +313,9 @@ ExecuteResult Client::Impl::ExecuteStream(absl::string_view op, const Attrs& att
     const std::string& data = resp.chunk().data();
     if (resp.chunk().offset() != o.data.size() ||
         static_cast<int64_t>(data.size()) > o.bytes - static_cast<int64_t>(o.data.size())) {
-      reply_error = MalformedStream(absl::StrCat("chunk at offset ", resp.chunk().offset(),
-                                                 " of output ", resp.chunk().tensor(),
-                                                 " out of place"));
+      reply_error =
+          MalformedStream(absl::StrCat("chunk at offset ", resp.chunk().offset(), " of output ",
+                                       resp.chunk().tensor(), " out of place"));
       break;
     }
     o.crc = Crc32(o.crc, data.data(), static_cast<int64_t>(data.size()));

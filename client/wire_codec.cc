@@ -26,8 +26,8 @@ absl::StatusOr<int64_t> StreamedTensorBytes(const v1::TensorHeader& header,
                                             absl::string_view what) {
   const DType dtype = FromProtoDataType(header.dtype());
   if (dtype == DType::kInvalid || dtype == DType::kString) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ".dtype ", header.dtype(),
-                                                   " is not a streamable element type"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ".dtype ", header.dtype(), " is not a streamable element type"));
   }
   return CheckedByteSize(absl::Span<const int64_t>(header.shape().data(), header.shape_size()),
                          ElementWidth(dtype), absl::StrCat(what, ".shape"));
@@ -40,8 +40,8 @@ absl::StatusOr<int64_t> InferredOutputBytes(const v1::StreamHeader& header) {
     return r;
   }();
   if (registry->Find(header.op()) == nullptr) {
-    return absl::NotFoundError(absl::StrCat("op ", BoundedQuote(header.op()),
-                                            " is not built into the SDK"));
+    return absl::NotFoundError(
+        absl::StrCat("op ", BoundedQuote(header.op()), " is not built into the SDK"));
   }
   std::vector<TensorView> views;
   views.reserve(header.inputs_size());

@@ -24,8 +24,7 @@ absl::Status NormalizeToRaw(v1::Tensor* tensor, absl::string_view what);
 // Bytes of a streamed tensor (ExecuteStream's TensorHeader): element count x
 // width, checked as the server checks it (kernels/shape.h); INVALID_ARGUMENT
 // for a bad dtype (STRING included), a negative dim or an int64 overflow.
-absl::StatusOr<int64_t> StreamedTensorBytes(const v1::TensorHeader& header,
-                                            absl::string_view what);
+absl::StatusOr<int64_t> StreamedTensorBytes(const v1::TensorHeader& header, absl::string_view what);
 
 // Output bytes of a streamed call, from the op's output inference
 // (OpDef::infer) for the built-in ops the SDK was built with: known before the

@@ -12,8 +12,8 @@
 #include "fuzz/fuzz_util.h"
 #include "kernels/op_registry.h"
 #include "server/execution.h"
-#include "wire/limits.h"
 #include "tensorops/v1/tensorops.pb.h"
+#include "wire/limits.h"
 
 namespace {
 

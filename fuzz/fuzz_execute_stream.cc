@@ -94,7 +94,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   while ((*exec)->NextChunk(&chunk)) {
     if (chunk.tensor() != 0) Fail("output chunk for another tensor");
     if (chunk.offset() != output.size()) Fail("output chunk out of order");
-    if (chunk.data().empty() || static_cast<int64_t>(chunk.data().size()) > limits.stream_chunk_bytes) {
+    if (chunk.data().empty() ||
+        static_cast<int64_t>(chunk.data().size()) > limits.stream_chunk_bytes) {
       Fail("output chunk empty or past the chunk size");
     }
     output += chunk.data();

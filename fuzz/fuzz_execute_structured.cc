@@ -24,8 +24,8 @@
 #include "kernels/op_registry.h"
 #include "kernels/thread_pool.h"
 #include "server/execution.h"
-#include "wire/tensor_codec.h"
 #include "tensorops/v1/tensorops.pb.h"
+#include "wire/tensor_codec.h"
 
 namespace tensorops {
 namespace {
@@ -79,8 +79,8 @@ int64_t PickShift(FuzzedDataProvider& fdp) {
     case 0:
       return fdp.ConsumeIntegralInRange<int64_t>(-10, 10);
     case 1:
-      return fdp.PickValueInArray({INT64_MIN, INT64_MAX, INT64_MIN + 1, int64_t{INT32_MIN},
-                                   int64_t{INT32_MAX}});
+      return fdp.PickValueInArray(
+          {INT64_MIN, INT64_MAX, INT64_MIN + 1, int64_t{INT32_MIN}, int64_t{INT32_MAX}});
     default:
       return fdp.ConsumeIntegral<int64_t>();
   }
@@ -184,7 +184,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
           fdp.ConsumeIntegralInRange<int>(0, 15) == 0 ? "bogus" : (mask ? "mask" : "index"));
       if (mask) {
         int64_t len = rank;
-        if (fdp.ConsumeIntegralInRange<int>(0, 15) == 0) len = fdp.ConsumeIntegralInRange<int64_t>(0, 6);
+        if (fdp.ConsumeIntegralInRange<int>(0, 15) == 0)
+          len = fdp.ConsumeIntegralInRange<int64_t>(0, 6);
         std::vector<int64_t> m;
         for (int64_t i = 0; i < len; ++i) m.push_back(fdp.ConsumeBool() ? 1 : 0);
         *r.add_inputs() = IntTensor(DType::kBool, m, false, index_raw);
@@ -193,7 +194,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
         std::vector<int64_t> axes;
         for (size_t i = 0; i < n; ++i) axes.push_back(PickAxis(fdp, rank));
         const DType t = kIntTypes[fdp.ConsumeIntegralInRange<int>(0, 7)];
-        *r.add_inputs() = IntTensor(t, axes, fdp.ConsumeIntegralInRange<int>(0, 15) == 0, index_raw);
+        *r.add_inputs() =
+            IntTensor(t, axes, fdp.ConsumeIntegralInRange<int>(0, 15) == 0, index_raw);
       }
       break;
     }
@@ -202,9 +204,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
       const size_t n = fdp.ConsumeIntegralInRange<size_t>(0, 5);
       for (size_t i = 0; i < n; ++i) roll_axes.push_back(PickAxis(fdp, rank));
       roll_broadcast = fdp.ConsumeBool();
-      const size_t ns = roll_broadcast ? 1 : (fdp.ConsumeIntegralInRange<int>(0, 15) == 0
-                                                  ? fdp.ConsumeIntegralInRange<size_t>(0, 5)
-                                                  : n);
+      const size_t ns = roll_broadcast ? 1
+                                       : (fdp.ConsumeIntegralInRange<int>(0, 15) == 0
+                                              ? fdp.ConsumeIntegralInRange<size_t>(0, 5)
+                                              : n);
       for (size_t i = 0; i < ns; ++i) roll_shifts.push_back(PickShift(fdp));
       const DType st = fdp.ConsumeBool() ? DType::kInt64 : DType::kInt32;
       if (st == DType::kInt32) {
@@ -235,7 +238,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
       const int64_t batch_dim = b >= 0 && b < rank ? shape[b] : 1;
       const int64_t seq_dim = s >= 0 && s < rank ? shape[s] : 1;
       int64_t len = batch_dim;
-      if (fdp.ConsumeIntegralInRange<int>(0, 15) == 0) len = fdp.ConsumeIntegralInRange<int64_t>(0, 6);
+      if (fdp.ConsumeIntegralInRange<int>(0, 15) == 0)
+        len = fdp.ConsumeIntegralInRange<int64_t>(0, 6);
       std::vector<int64_t> lengths;
       for (int64_t i = 0; i < len; ++i) {
         lengths.push_back(fdp.ConsumeIntegralInRange<int>(0, 15) == 0
@@ -246,7 +250,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
       if (onnx) {
         lt = fdp.ConsumeBool() ? DType::kInt64 : DType::kInt32;
       } else {
-        const DType choices[] = {DType::kInt8,  DType::kInt32,  DType::kInt64,  DType::kUInt8,
+        const DType choices[] = {DType::kInt8,   DType::kInt32,   DType::kInt64,  DType::kUInt8,
                                  DType::kUInt64, DType::kFloat32, DType::kFloat64};
         lt = fdp.PickValueInArray(choices);
       }

@@ -21,30 +21,34 @@ absl::Status WrongKind(absl::string_view op, absl::string_view name, absl::strin
 
 absl::string_view AttrKindName(AttrValue::Kind kind) {
   switch (kind) {
-    case AttrValue::Kind::kNull: return "null";
-    case AttrValue::Kind::kNumber: return "number";
-    case AttrValue::Kind::kString: return "string";
-    case AttrValue::Kind::kBool: return "bool";
-    case AttrValue::Kind::kList: return "list";
-    case AttrValue::Kind::kStruct: return "struct";
+    case AttrValue::Kind::kNull:
+      return "null";
+    case AttrValue::Kind::kNumber:
+      return "number";
+    case AttrValue::Kind::kString:
+      return "string";
+    case AttrValue::Kind::kBool:
+      return "bool";
+    case AttrValue::Kind::kList:
+      return "list";
+    case AttrValue::Kind::kStruct:
+      return "struct";
   }
   return "unknown";
 }
 
-absl::StatusOr<int64_t> GetIntAttr(const Attrs& attrs, absl::string_view op,
-                                   absl::string_view name,
+absl::StatusOr<int64_t> GetIntAttr(const Attrs& attrs, absl::string_view op, absl::string_view name,
                                    std::optional<int64_t> default_value) {
   auto it = attrs.find(name);
   if (it == attrs.end()) {
     if (default_value.has_value()) return *default_value;
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": attribute '", name, "' is required"));
+    return absl::InvalidArgumentError(absl::StrCat(op, ": attribute '", name, "' is required"));
   }
   const AttrValue& v = it->second;
   if (v.kind != AttrValue::Kind::kNumber) return WrongKind(op, name, "an integer", v);
   if (!std::isfinite(v.number) || std::trunc(v.number) != v.number) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": attribute '", name, "' = ", v.number, " must be a whole number"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": attribute '", name, "' = ", v.number, " must be a whole number"));
   }
   if (std::fabs(v.number) > kMaxExactInt) {
     return absl::InvalidArgumentError(absl::StrCat(op, ": attribute '", name, "' = ", v.number,
@@ -59,10 +63,10 @@ absl::StatusOr<std::string> GetStringAttr(const Attrs& attrs, absl::string_view 
   auto it = attrs.find(name);
   if (it == attrs.end()) {
     if (default_value.has_value()) return *default_value;
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": attribute '", name, "' is required"));
+    return absl::InvalidArgumentError(absl::StrCat(op, ": attribute '", name, "' is required"));
   }
-  if (it->second.kind != AttrValue::Kind::kString) return WrongKind(op, name, "a string", it->second);
+  if (it->second.kind != AttrValue::Kind::kString)
+    return WrongKind(op, name, "a string", it->second);
   return it->second.str;
 }
 

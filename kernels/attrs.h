@@ -21,10 +21,29 @@ struct AttrValue {
   bool boolean = false;  // kBool
   std::string str;       // kString
 
-  static AttrValue Number(double v) { AttrValue a; a.kind = Kind::kNumber; a.number = v; return a; }
-  static AttrValue String(std::string v) { AttrValue a; a.kind = Kind::kString; a.str = std::move(v); return a; }
-  static AttrValue Bool(bool v) { AttrValue a; a.kind = Kind::kBool; a.boolean = v; return a; }
-  static AttrValue OfKind(Kind k) { AttrValue a; a.kind = k; return a; }
+  static AttrValue Number(double v) {
+    AttrValue a;
+    a.kind = Kind::kNumber;
+    a.number = v;
+    return a;
+  }
+  static AttrValue String(std::string v) {
+    AttrValue a;
+    a.kind = Kind::kString;
+    a.str = std::move(v);
+    return a;
+  }
+  static AttrValue Bool(bool v) {
+    AttrValue a;
+    a.kind = Kind::kBool;
+    a.boolean = v;
+    return a;
+  }
+  static AttrValue OfKind(Kind k) {
+    AttrValue a;
+    a.kind = k;
+    return a;
+  }
 };
 
 // "number", "string", ...
@@ -35,8 +54,7 @@ using Attrs = std::map<std::string, AttrValue, std::less<>>;
 // Reads an integer attribute: absent -> `default_value` (nullopt: required);
 // not a number, not whole, or beyond +-2^53 -> INVALID_ARGUMENT naming
 // "<op>: attribute '<name>'".
-absl::StatusOr<int64_t> GetIntAttr(const Attrs& attrs, absl::string_view op,
-                                   absl::string_view name,
+absl::StatusOr<int64_t> GetIntAttr(const Attrs& attrs, absl::string_view op, absl::string_view name,
                                    std::optional<int64_t> default_value);
 // Reads a string attribute; same rules.
 absl::StatusOr<std::string> GetStringAttr(const Attrs& attrs, absl::string_view op,

@@ -39,11 +39,10 @@ constexpr bool EntriesMatchEnum() {
 static_assert(EntriesMatchEnum(), "kInfos must be indexed by DType value");
 
 constexpr std::array<DType, kNumDTypes> kAll = {
-    DType::kFloat32,  DType::kFloat64,   DType::kFloat16,    DType::kBFloat16,
-    DType::kInt8,     DType::kInt16,     DType::kInt32,      DType::kInt64,
-    DType::kUInt8,    DType::kUInt16,    DType::kUInt32,     DType::kUInt64,
-    DType::kBool,     DType::kString,    DType::kComplex64,  DType::kComplex128,
-    DType::kFloat8E4M3, DType::kFloat8E5M2};
+    DType::kFloat32,    DType::kFloat64,    DType::kFloat16,   DType::kBFloat16, DType::kInt8,
+    DType::kInt16,      DType::kInt32,      DType::kInt64,     DType::kUInt8,    DType::kUInt16,
+    DType::kUInt32,     DType::kUInt64,     DType::kBool,      DType::kString,   DType::kComplex64,
+    DType::kComplex128, DType::kFloat8E4M3, DType::kFloat8E5M2};
 
 }  // namespace
 

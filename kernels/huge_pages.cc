@@ -11,8 +11,8 @@ void AdviseHugePages(void* p, int64_t bytes) {
   if (p == nullptr || bytes < kHugePageAdviceMinBytes) return;
   constexpr uintptr_t kHuge = uintptr_t{2} << 20;
   const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(bytes)) &
-                        ~(kHuge - 1);
+  const uintptr_t end =
+      (reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(bytes)) & ~(kHuge - 1);
   if (end > begin) {
     // Advice only: an error (e.g. THP disabled) leaves ordinary pages.
     (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);

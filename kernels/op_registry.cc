@@ -17,18 +17,17 @@ namespace {
 std::string KnownOps(const std::vector<std::unique_ptr<OpDef>>& ops) {
   std::vector<std::string> names;
   for (const auto& op : ops) {
-    names.push_back(op->spec.aliases.empty()
-                        ? op->spec.name
-                        : absl::StrCat(op->spec.name, " (", absl::StrJoin(op->spec.aliases, ", "),
-                                       ")"));
+    names.push_back(
+        op->spec.aliases.empty()
+            ? op->spec.name
+            : absl::StrCat(op->spec.name, " (", absl::StrJoin(op->spec.aliases, ", "), ")"));
   }
   return absl::StrJoin(names, ", ");
 }
 
 std::string TypeList(const std::vector<DType>& types) {
-  return absl::StrJoin(types, ", ", [](std::string* out, DType t) {
-    absl::StrAppend(out, DTypeName(t));
-  });
+  return absl::StrJoin(types, ", ",
+                       [](std::string* out, DType t) { absl::StrAppend(out, DTypeName(t)); });
 }
 
 // The checks every op shares, driven by its OpSpec.
@@ -37,9 +36,9 @@ absl::Status CheckAgainstSpec(const OpSpec& spec, absl::Span<const TensorView> i
   if (inputs.size() != spec.inputs.size()) {
     std::vector<std::string> names;
     for (const InputSpec& in : spec.inputs) names.push_back(in.name);
-    return absl::InvalidArgumentError(absl::StrCat(
-        spec.name, ": expects ", spec.inputs.size(), " inputs (", absl::StrJoin(names, ", "),
-        "), got ", inputs.size()));
+    return absl::InvalidArgumentError(absl::StrCat(spec.name, ": expects ", spec.inputs.size(),
+                                                   " inputs (", absl::StrJoin(names, ", "),
+                                                   "), got ", inputs.size()));
   }
   for (const auto& [name, value] : attrs) {
     bool known = false;
@@ -47,9 +46,9 @@ absl::Status CheckAgainstSpec(const OpSpec& spec, absl::Span<const TensorView> i
     if (!known) {
       std::vector<std::string> names;
       for (const AttrSpec& a : spec.attrs) names.push_back(a.name);
-      return absl::InvalidArgumentError(absl::StrCat(
-          spec.name, ": unknown attribute ", BoundedQuote(name), "; accepted: ",
-          names.empty() ? "none" : absl::StrJoin(names, ", ")));
+      return absl::InvalidArgumentError(
+          absl::StrCat(spec.name, ": unknown attribute ", BoundedQuote(name),
+                       "; accepted: ", names.empty() ? "none" : absl::StrJoin(names, ", ")));
     }
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -58,22 +57,19 @@ absl::Status CheckAgainstSpec(const OpSpec& spec, absl::Span<const TensorView> i
     bool allowed = false;
     for (DType d : in.types) allowed = allowed || d == t.dtype;
     if (!allowed) {
-      return absl::InvalidArgumentError(absl::StrCat(spec.name, ": input '", in.name,
-                                                     "' (inputs[", i, "]) has type ",
-                                                     DTypeName(t.dtype), "; allowed: ",
-                                                     TypeList(in.types)));
+      return absl::InvalidArgumentError(absl::StrCat(spec.name, ": input '", in.name, "' (inputs[",
+                                                     i, "]) has type ", DTypeName(t.dtype),
+                                                     "; allowed: ", TypeList(in.types)));
     }
     const int64_t rank = t.rank();
     if (rank < in.min_rank || (in.max_rank >= 0 && rank > in.max_rank)) {
-      std::string want =
-          in.max_rank < 0 ? absl::StrCat("at least ", in.min_rank)
-          : in.min_rank == in.max_rank
-              ? absl::StrCat("exactly ", in.min_rank)
-              : absl::StrCat("between ", in.min_rank, " and ", in.max_rank);
-      return absl::InvalidArgumentError(absl::StrCat(spec.name, ": input '", in.name,
-                                                     "' (inputs[", i, "]) has rank ", rank,
-                                                     " (shape ", ShapeToString(t.shape),
-                                                     "); its rank must be ", want));
+      std::string want = in.max_rank < 0 ? absl::StrCat("at least ", in.min_rank)
+                         : in.min_rank == in.max_rank
+                             ? absl::StrCat("exactly ", in.min_rank)
+                             : absl::StrCat("between ", in.min_rank, " and ", in.max_rank);
+      return absl::InvalidArgumentError(
+          absl::StrCat(spec.name, ": input '", in.name, "' (inputs[", i, "]) has rank ", rank,
+                       " (shape ", ShapeToString(t.shape), "); its rank must be ", want));
     }
   }
   return absl::OkStatus();
@@ -117,8 +113,7 @@ absl::StatusOr<const OpDef*> OpRegistry::CheckCall(absl::string_view op,
                                                    absl::Span<const TensorView> inputs,
                                                    const Attrs& attrs) const {
   if (op.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("op is empty; known ops: ", KnownOps(ops_)));
+    return absl::InvalidArgumentError(absl::StrCat("op is empty; known ops: ", KnownOps(ops_)));
   }
   const OpDef* def = Find(op);
   if (def == nullptr) {
@@ -144,12 +139,13 @@ absl::StatusOr<PreparedOp> OpRegistry::Prepare(absl::string_view op,
   // A PreparedOp writes one output; it must be the one inference promised,
   // since callers size buffers and budgets from the inference.
   if (outputs.size() != 1 || outputs[0] != TensorType{prepared.dtype, prepared.shape}) {
-    return absl::InternalError(absl::StrCat(
-        def->spec.name, ": the kernel plans an output of ", DTypeName(prepared.dtype), " ",
-        ShapeToString(prepared.shape), " but the op's inference gives ", outputs.size(),
-        " output(s)", outputs.empty() ? "" : absl::StrCat(", the first ",
-                                                          DTypeName(outputs[0].dtype), " ",
-                                                          ShapeToString(outputs[0].shape))));
+    return absl::InternalError(
+        absl::StrCat(def->spec.name, ": the kernel plans an output of ", DTypeName(prepared.dtype),
+                     " ", ShapeToString(prepared.shape), " but the op's inference gives ",
+                     outputs.size(), " output(s)",
+                     outputs.empty() ? ""
+                                     : absl::StrCat(", the first ", DTypeName(outputs[0].dtype),
+                                                    " ", ShapeToString(outputs[0].shape))));
   }
   return prepared;
 }
@@ -162,11 +158,9 @@ absl::StatusOr<Tensor> ExecuteOp(const OpRegistry& registry, absl::string_view o
   return out;
 }
 
-void RunPrepared(const PreparedOp& op, void* out, ThreadPool* pool,
-                 int64_t min_parallel_bytes) {
+void RunPrepared(const PreparedOp& op, void* out, ThreadPool* pool, int64_t min_parallel_bytes) {
   const int64_t bytes = op.output_bytes();
-  if (pool == nullptr || pool->num_threads() < 2 || bytes < min_parallel_bytes ||
-      op.units < 2) {
+  if (pool == nullptr || pool->num_threads() < 2 || bytes < min_parallel_bytes || op.units < 2) {
     op.Run(out);
     return;
   }
@@ -174,8 +168,7 @@ void RunPrepared(const PreparedOp& op, void* out, ThreadPool* pool,
   // pay the hand-off cost.
   const int64_t bytes_per_unit = std::max<int64_t>(1, bytes / op.units);
   const int64_t grain = std::max<int64_t>(1, (min_parallel_bytes / 2) / bytes_per_unit);
-  pool->ParallelFor(op.units, grain,
-                    [&op, out](int64_t b, int64_t e) { op.run_range(out, b, e); });
+  pool->ParallelFor(op.units, grain, [&op, out](int64_t b, int64_t e) { op.run_range(out, b, e); });
 }
 
 }  // namespace tensorops

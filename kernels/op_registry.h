@@ -28,7 +28,7 @@ struct InputSpec {
   std::string description;
   std::vector<DType> types;  // allowed element types
   int64_t min_rank = 0;
-  int64_t max_rank = -1;     // -1: unbounded
+  int64_t max_rank = -1;  // -1: unbounded
 };
 
 struct OutputSpec {
@@ -38,7 +38,7 @@ struct OutputSpec {
 
 struct AttrSpec {
   std::string name;
-  std::string type;           // "int" or "string"
+  std::string type;  // "int" or "string"
   std::string description;
   bool required = false;
   std::string default_value;  // as text; empty when required
@@ -49,7 +49,7 @@ struct OpSpec {
   std::string name;                  // canonical, e.g. "Roll"
   std::vector<std::string> aliases;  // e.g. "Roll-7"
   std::string description;
-  std::vector<InputSpec> inputs;     // in the spec's order
+  std::vector<InputSpec> inputs;  // in the spec's order
   std::vector<AttrSpec> attrs;
   std::vector<OutputSpec> outputs;
 };
@@ -99,7 +99,7 @@ struct TensorType {
 // after the registry's generic checks; an op's prepare must plan exactly the
 // output its inference gives (OpRegistry::Prepare checks it).
 using InferFn = absl::StatusOr<std::vector<TensorType>> (*)(absl::Span<const TensorView> inputs,
-                                                          const Attrs& attrs);
+                                                            const Attrs& attrs);
 
 // The InferFn of an op with one output of its first input's type and shape
 // (every built-in op: they move data, they do not change it).
@@ -127,8 +127,7 @@ class OpRegistry {
   // Finds the op and runs the checks every op shares (input count, types,
   // ranks, attribute names): everything that needs no tensor data, so the
   // views' data may be null. Errors as for Prepare.
-  absl::StatusOr<const OpDef*> CheckCall(absl::string_view op,
-                                         absl::Span<const TensorView> inputs,
+  absl::StatusOr<const OpDef*> CheckCall(absl::string_view op, absl::Span<const TensorView> inputs,
                                          const Attrs& attrs) const;
 
   // Finds the op, runs the generic checks and the op's output inference:
@@ -142,8 +141,7 @@ class OpRegistry {
   // Unknown op: UNIMPLEMENTED listing the known ones. Bad input:
   // INVALID_ARGUMENT. An op whose plan differs from its inferred output:
   // INTERNAL (a bug in the op, never the caller's).
-  absl::StatusOr<PreparedOp> Prepare(absl::string_view op,
-                                     absl::Span<const TensorView> inputs,
+  absl::StatusOr<PreparedOp> Prepare(absl::string_view op, absl::Span<const TensorView> inputs,
                                      const Attrs& attrs) const;
 
  private:

@@ -8,9 +8,8 @@
 
 namespace tensorops {
 
-SequenceReversePlan::SequenceReversePlan(const Shape& shape, int64_t elem_width,
-                                         int64_t batch_axis, int64_t seq_axis,
-                                         std::vector<int64_t> lengths)
+SequenceReversePlan::SequenceReversePlan(const Shape& shape, int64_t elem_width, int64_t batch_axis,
+                                         int64_t seq_axis, std::vector<int64_t> lengths)
     : batch_first_(batch_axis < seq_axis),
       inner_bytes_(elem_width),
       seq_len_(shape[seq_axis]),

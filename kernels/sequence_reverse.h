@@ -23,8 +23,8 @@ class SequenceReversePlan {
  public:
   // Axes normalised and distinct; lengths validated: one per batch index, each
   // in [0, shape[seq_axis]] (0 and 1 both leave a slice unchanged).
-  SequenceReversePlan(const Shape& shape, int64_t elem_width, int64_t batch_axis,
-                      int64_t seq_axis, std::vector<int64_t> lengths);
+  SequenceReversePlan(const Shape& shape, int64_t elem_width, int64_t batch_axis, int64_t seq_axis,
+                      std::vector<int64_t> lengths);
 
   void Run(const void* in, void* out) const { RunRange(in, out, 0, units()); }
   // Writes the output for units [begin, end) of the outer x A index space.

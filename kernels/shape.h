@@ -15,8 +15,7 @@ namespace tensorops {
 
 // Element count of `dims`, rejecting negative dims and int64 overflow.
 // `what` names the shape in messages, e.g. "inputs[0].shape".
-absl::StatusOr<int64_t> CheckedNumElements(absl::Span<const int64_t> dims,
-                                           absl::string_view what);
+absl::StatusOr<int64_t> CheckedNumElements(absl::Span<const int64_t> dims, absl::string_view what);
 // Byte size of `dims` elements of `width` bytes, with the same checks.
 absl::StatusOr<int64_t> CheckedByteSize(absl::Span<const int64_t> dims, int64_t width,
                                         absl::string_view what);

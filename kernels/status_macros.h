@@ -9,10 +9,10 @@
 #define TENSOROPS_CONCAT_(a, b) TENSOROPS_CONCAT_IMPL_(a, b)
 
 // Returns the status from the enclosing function if `expr` is not OK.
-#define RETURN_IF_ERROR(expr)                  \
-  do {                                         \
-    ::absl::Status _st = (expr);               \
-    if (!_st.ok()) return _st;                 \
+#define RETURN_IF_ERROR(expr)    \
+  do {                           \
+    ::absl::Status _st = (expr); \
+    if (!_st.ok()) return _st;   \
   } while (0)
 
 // `ASSIGN_OR_RETURN(auto x, StatusOrExpr());` declares/assigns x or returns the error.

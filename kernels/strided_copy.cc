@@ -28,13 +28,21 @@ void ReverseScalar(char* dst, const char* src, int64_t n) {
 template <int kWidth>
 struct ScalarOf;
 template <>
-struct ScalarOf<1> { using type = uint8_t; };
+struct ScalarOf<1> {
+  using type = uint8_t;
+};
 template <>
-struct ScalarOf<2> { using type = uint16_t; };
+struct ScalarOf<2> {
+  using type = uint16_t;
+};
 template <>
-struct ScalarOf<4> { using type = uint32_t; };
+struct ScalarOf<4> {
+  using type = uint32_t;
+};
 template <>
-struct ScalarOf<8> { using type = uint64_t; };
+struct ScalarOf<8> {
+  using type = uint64_t;
+};
 
 // GCC 12 does not vectorise a loop that reads backwards, so reverse whole
 // 16-byte vectors explicitly: load a vector from the end, permute its lanes
@@ -49,15 +57,15 @@ struct ScalarOf<8> { using type = uint64_t; };
 __attribute__((target("avx2"))) inline __m256i ReverseLanes(__m256i v, int width) {
   switch (width) {
     case 1: {
-      const __m256i in_lane = _mm256_setr_epi8(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2,
-                                               1, 0, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4,
-                                               3, 2, 1, 0);
+      const __m256i in_lane =
+          _mm256_setr_epi8(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11,
+                           10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
       return _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, in_lane), 0x4E);
     }
     case 2: {
-      const __m256i in_lane = _mm256_setr_epi8(14, 15, 12, 13, 10, 11, 8, 9, 6, 7, 4, 5, 2, 3,
-                                               0, 1, 14, 15, 12, 13, 10, 11, 8, 9, 6, 7, 4, 5,
-                                               2, 3, 0, 1);
+      const __m256i in_lane =
+          _mm256_setr_epi8(14, 15, 12, 13, 10, 11, 8, 9, 6, 7, 4, 5, 2, 3, 0, 1, 14, 15, 12, 13, 10,
+                           11, 8, 9, 6, 7, 4, 5, 2, 3, 0, 1);
       return _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, in_lane), 0x4E);
     }
     case 4:
@@ -69,8 +77,8 @@ __attribute__((target("avx2"))) inline __m256i ReverseLanes(__m256i v, int width
 
 template <int kWidth>
 __attribute__((target("avx2"), always_inline)) inline void ReverseOneAvx2(char* dst,
-                                                                         const char* src,
-                                                                         int64_t n) {
+                                                                          const char* src,
+                                                                          int64_t n) {
   constexpr int64_t kLanes = 32 / kWidth;
   if (n < kLanes) {
     ReverseScalar<typename ScalarOf<kWidth>::type>(dst, src, n);
@@ -139,10 +147,18 @@ void ReverseRows(void* dst_v, const void* src_v, int64_t n, int64_t block, int64
   auto* dst = static_cast<char*>(dst_v);
   const auto* src = static_cast<const char*>(src_v);
   switch (block) {
-    case 1: ReverseRowsOf<1>(dst, src, n, rows, dst_step, src_step); return;
-    case 2: ReverseRowsOf<2>(dst, src, n, rows, dst_step, src_step); return;
-    case 4: ReverseRowsOf<4>(dst, src, n, rows, dst_step, src_step); return;
-    case 8: ReverseRowsOf<8>(dst, src, n, rows, dst_step, src_step); return;
+    case 1:
+      ReverseRowsOf<1>(dst, src, n, rows, dst_step, src_step);
+      return;
+    case 2:
+      ReverseRowsOf<2>(dst, src, n, rows, dst_step, src_step);
+      return;
+    case 4:
+      ReverseRowsOf<4>(dst, src, n, rows, dst_step, src_step);
+      return;
+    case 8:
+      ReverseRowsOf<8>(dst, src, n, rows, dst_step, src_step);
+      return;
     default:
       for (int64_t r = 0; r < rows; ++r, dst += dst_step, src += src_step) {
         if (block == 16) {
@@ -228,8 +244,8 @@ void AxisTransformPlan::Recurse(size_t d, const char* in, char* out) const {
     // Innermost: the dim's stride is the block, so forward segments are one memcpy.
     for (const Segment& s : dim.segments) {
       if (s.reversed) {
-        ReverseBlocks(out + s.out_start * block_, in + (s.in_start - s.count + 1) * block_,
-                      s.count, block_);
+        ReverseBlocks(out + s.out_start * block_, in + (s.in_start - s.count + 1) * block_, s.count,
+                      block_);
       } else {
         std::memcpy(out + s.out_start * block_, in + s.in_start * block_, s.count * block_);
       }
@@ -243,8 +259,8 @@ void AxisTransformPlan::Recurse(size_t d, const char* in, char* out) const {
   }
 }
 
-void AxisTransformPlan::Rows(size_t d, const char* in, int64_t in_step, char* out,
-                             int64_t out_step, int64_t count) const {
+void AxisTransformPlan::Rows(size_t d, const char* in, int64_t in_step, char* out, int64_t out_step,
+                             int64_t count) const {
   if (d + 2 == dims_.size()) {
     const Dim& inner = dims_[d + 1];
     if (inner.segments.size() == 1 && inner.segments[0].reversed) {
@@ -257,8 +273,7 @@ void AxisTransformPlan::Rows(size_t d, const char* in, int64_t in_step, char* ou
   for (int64_t k = 0; k < count; ++k, in += in_step, out += out_step) Recurse(d + 1, in, out);
 }
 
-void AxisTransformPlan::RunRange(const void* in_v, void* out_v, int64_t begin,
-                                 int64_t end) const {
+void AxisTransformPlan::RunRange(const void* in_v, void* out_v, int64_t begin, int64_t end) const {
   if (empty_ || begin >= end) return;
   const auto* in = static_cast<const char*>(in_v);
   auto* out = static_cast<char*>(out_v);
@@ -279,14 +294,13 @@ void AxisTransformPlan::RunRange(const void* in_v, void* out_v, int64_t begin,
         ReverseBlocks(out + (s.out_start + k0) * block_, in + (in_first - (k1 - k0) + 1) * block_,
                       k1 - k0, block_);
       } else {
-        std::memcpy(out + (s.out_start + k0) * block_, in + in_first * block_,
-                    (k1 - k0) * block_);
+        std::memcpy(out + (s.out_start + k0) * block_, in + in_first * block_, (k1 - k0) * block_);
       }
       continue;
     }
     const int64_t in_step = s.reversed ? -dim.stride : dim.stride;
-    Rows(0, in + in_first * dim.stride, in_step, out + (s.out_start + k0) * dim.stride,
-         dim.stride, k1 - k0);
+    Rows(0, in + in_first * dim.stride, in_step, out + (s.out_start + k0) * dim.stride, dim.stride,
+         k1 - k0);
   }
 }
 

@@ -43,8 +43,7 @@ struct DimTransform {
 class AxisTransformPlan {
  public:
   // `per_dim` has one entry per dim of `shape`; the shape is validated.
-  AxisTransformPlan(const Shape& shape, int64_t elem_width,
-                    absl::Span<const DimTransform> per_dim);
+  AxisTransformPlan(const Shape& shape, int64_t elem_width, absl::Span<const DimTransform> per_dim);
 
   // out = transform(in); both buffers hold the whole tensor.
   void Run(const void* in, void* out) const { RunRange(in, out, 0, outer_size()); }

@@ -34,7 +34,9 @@ struct TensorView {
   int64_t num_bytes() const { return num_elements() * ElementWidth(dtype); }
   int64_t rank() const { return static_cast<int64_t>(shape.size()); }
   template <typename T>
-  const T* data_as() const { return static_cast<const T*>(data); }
+  const T* data_as() const {
+    return static_cast<const T*>(data);
+  }
 };
 
 // Owns a buffer sized for (dtype, shape). The bytes are uninitialised until written.
@@ -51,9 +53,13 @@ class Tensor {
   void* mutable_data() { return data_.get(); }
   const void* data() const { return data_.get(); }
   template <typename T>
-  T* mutable_data_as() { return static_cast<T*>(mutable_data()); }
+  T* mutable_data_as() {
+    return static_cast<T*>(mutable_data());
+  }
   template <typename T>
-  const T* data_as() const { return static_cast<const T*>(data()); }
+  const T* data_as() const {
+    return static_cast<const T*>(data());
+  }
   TensorView view() const { return TensorView{dtype_, shape_, data_.get()}; }
 
  private:

@@ -20,13 +20,20 @@ T Load(const TensorView& t, int64_t i) {
 // The value of element i of a floating tensor, widened exactly to double.
 double LoadFloating(const TensorView& t, int64_t i) {
   switch (t.dtype) {
-    case DType::kFloat32: return Load<float>(t, i);
-    case DType::kFloat64: return Load<double>(t, i);
-    case DType::kFloat16: return HalfToFloat(Load<uint16_t>(t, i));
-    case DType::kBFloat16: return BFloat16ToFloat(Load<uint16_t>(t, i));
-    case DType::kFloat8E4M3: return Float8E4M3ToFloat(Load<uint8_t>(t, i));
-    case DType::kFloat8E5M2: return Float8E5M2ToFloat(Load<uint8_t>(t, i));
-    default: return std::numeric_limits<double>::quiet_NaN();
+    case DType::kFloat32:
+      return Load<float>(t, i);
+    case DType::kFloat64:
+      return Load<double>(t, i);
+    case DType::kFloat16:
+      return HalfToFloat(Load<uint16_t>(t, i));
+    case DType::kBFloat16:
+      return BFloat16ToFloat(Load<uint16_t>(t, i));
+    case DType::kFloat8E4M3:
+      return Float8E4M3ToFloat(Load<uint8_t>(t, i));
+    case DType::kFloat8E5M2:
+      return Float8E5M2ToFloat(Load<uint8_t>(t, i));
+    default:
+      return std::numeric_limits<double>::quiet_NaN();
   }
 }
 
@@ -37,18 +44,31 @@ absl::StatusOr<std::vector<int64_t>> ReadIntegers(const TensorView& t, absl::str
   std::vector<int64_t> out(n);
   for (int64_t i = 0; i < n; ++i) {
     switch (t.dtype) {
-      case DType::kInt8: out[i] = Load<int8_t>(t, i); break;
-      case DType::kInt16: out[i] = Load<int16_t>(t, i); break;
-      case DType::kInt32: out[i] = Load<int32_t>(t, i); break;
-      case DType::kInt64: out[i] = Load<int64_t>(t, i); break;
-      case DType::kUInt8: out[i] = Load<uint8_t>(t, i); break;
-      case DType::kUInt16: out[i] = Load<uint16_t>(t, i); break;
-      case DType::kUInt32: out[i] = Load<uint32_t>(t, i); break;
+      case DType::kInt8:
+        out[i] = Load<int8_t>(t, i);
+        break;
+      case DType::kInt16:
+        out[i] = Load<int16_t>(t, i);
+        break;
+      case DType::kInt32:
+        out[i] = Load<int32_t>(t, i);
+        break;
+      case DType::kInt64:
+        out[i] = Load<int64_t>(t, i);
+        break;
+      case DType::kUInt8:
+        out[i] = Load<uint8_t>(t, i);
+        break;
+      case DType::kUInt16:
+        out[i] = Load<uint16_t>(t, i);
+        break;
+      case DType::kUInt32:
+        out[i] = Load<uint32_t>(t, i);
+        break;
       case DType::kUInt64: {
         const uint64_t v = Load<uint64_t>(t, i);
         if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(what, "[", i, "] = ", v, " is too large"));
+          return absl::InvalidArgumentError(absl::StrCat(what, "[", i, "] = ", v, " is too large"));
         }
         out[i] = static_cast<int64_t>(v);
         break;
@@ -61,12 +81,11 @@ absl::StatusOr<std::vector<int64_t>> ReadIntegers(const TensorView& t, absl::str
   return out;
 }
 
-absl::StatusOr<std::vector<int64_t>> ReadWholeNumbers(const TensorView& t,
-                                                      absl::string_view what) {
+absl::StatusOr<std::vector<int64_t>> ReadWholeNumbers(const TensorView& t, absl::string_view what) {
   if (IsIntegerDType(t.dtype)) return ReadIntegers(t, what);
   if (!IsFloatingDType(t.dtype)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " must have an integer or floating type, got ", DTypeName(t.dtype)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " must have an integer or floating type, got ", DTypeName(t.dtype)));
   }
   const int64_t n = t.num_elements();
   std::vector<int64_t> out(n);

@@ -19,8 +19,7 @@ absl::StatusOr<std::vector<int64_t>> ReadIntegers(const TensorView& t, absl::str
 // Elements of an integer or floating tensor that must be whole numbers, as int64.
 // NaN, infinities and fractions are INVALID_ARGUMENT "<what>[i] = 1.5 is not a
 // whole number"; magnitudes beyond int64 are rejected as too large.
-absl::StatusOr<std::vector<int64_t>> ReadWholeNumbers(const TensorView& t,
-                                                      absl::string_view what);
+absl::StatusOr<std::vector<int64_t>> ReadWholeNumbers(const TensorView& t, absl::string_view what);
 
 // Elements of a BOOL tensor.
 std::vector<bool> ReadBools(const TensorView& t);

@@ -5,7 +5,6 @@
 #include <memory>
 #include <utility>
 
-
 namespace tensorops {
 
 ThreadPool::ThreadPool(int num_threads) {

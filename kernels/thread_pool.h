@@ -33,8 +33,7 @@ class ThreadPool {
   // Calls fn(begin, end) over disjoint ranges covering [0, total), each of
   // about `grain` or more units, on up to num_threads() threads (the caller
   // included); returns when all are done. Runs inline when one range suffices.
-  void ParallelFor(int64_t total, int64_t grain,
-                   const std::function<void(int64_t, int64_t)>& fn);
+  void ParallelFor(int64_t total, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
   int num_threads() const { return static_cast<int>(workers_.size()); }
   // Tasks queued but not yet started.
@@ -47,9 +46,9 @@ class ThreadPool {
   // mutexes, but not the futex-based absl::Mutex of Debian's uninstrumented
   // Abseil (CI runs the concurrency tests under TSan).
   mutable std::mutex mu_;
-  std::condition_variable work_;                // a task was queued, or stopping_
-  std::deque<std::function<void()>> queue_;     // guarded by mu_
-  bool stopping_ = false;                       // guarded by mu_
+  std::condition_variable work_;             // a task was queued, or stopping_
+  std::deque<std::function<void()>> queue_;  // guarded by mu_
+  bool stopping_ = false;                    // guarded by mu_
   std::vector<std::thread> workers_;
 };
 

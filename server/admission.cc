@@ -9,9 +9,9 @@ namespace tensorops {
 absl::Status AdmissionController::CheckQueue(Limit* limit) const {
   if (queued_ >= max_queue_) {
     *limit = Limit::kQueue;
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "server queue is full (", queued_, " requests waiting, --max_queue=", max_queue_,
-        "); retry later"));
+    return absl::ResourceExhaustedError(absl::StrCat("server queue is full (", queued_,
+                                                     " requests waiting, --max_queue=", max_queue_,
+                                                     "); retry later"));
   }
   return absl::OkStatus();
 }
@@ -20,15 +20,17 @@ absl::Status AdmissionController::CheckBytes(int64_t bytes, Limit* limit) const 
   // A request alone larger than the budget could never run: say so plainly.
   if (bytes > max_inflight_bytes_) {
     *limit = Limit::kInflightBytes;
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "request needs ", bytes, " bytes (request + response), more than the in-flight budget "
-        "--max_inflight_bytes=", max_inflight_bytes_));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("request needs ", bytes,
+                     " bytes (request + response), more than the in-flight budget "
+                     "--max_inflight_bytes=",
+                     max_inflight_bytes_));
   }
   if (bytes_ + bytes > max_inflight_bytes_) {
     *limit = Limit::kInflightBytes;
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "in-flight byte budget exhausted (", bytes_, " of --max_inflight_bytes=",
-        max_inflight_bytes_, " in use, request needs ", bytes, "); retry later"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("in-flight byte budget exhausted (", bytes_, " of --max_inflight_bytes=",
+                     max_inflight_bytes_, " in use, request needs ", bytes, "); retry later"));
   }
   return absl::OkStatus();
 }

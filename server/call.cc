@@ -180,11 +180,10 @@ void Call::Finish(const absl::Status& status, int64_t bytes_in, int64_t bytes_ou
   }
   if (pipeline_->options_.access_log) {
     const ByteFieldNames fields = AccessLogFields(method_);
-    Log(LogLevel::kInfo,
-        absl::StrCat("access method=", CallMethodName(method_), " op=", op_text_,
-                     " code=", StatusCodeName(rpc_status.error_code()), " ", fields.in, "=",
-                     bytes_in, " ", fields.out, "=", bytes_out,
-                     " us=", static_cast<int64_t>(seconds * 1e6)));
+    Log(LogLevel::kInfo, absl::StrCat("access method=", CallMethodName(method_), " op=", op_text_,
+                                      " code=", StatusCodeName(rpc_status.error_code()), " ",
+                                      fields.in, "=", bytes_in, " ", fields.out, "=", bytes_out,
+                                      " us=", static_cast<int64_t>(seconds * 1e6)));
   }
   // The admission ticket is not given back here but when the Call is
   // destroyed (the reactor's OnDone): until gRPC has handed the reply to the

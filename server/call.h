@@ -61,8 +61,8 @@
 #include "kernels/op_registry.h"
 #include "kernels/thread_pool.h"
 #include "server/admission.h"
-#include "wire/limits.h"
 #include "server/metrics.h"
+#include "wire/limits.h"
 
 namespace tensorops {
 

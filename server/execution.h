@@ -9,9 +9,9 @@
 #include "absl/status/statusor.h"
 #include "kernels/op_registry.h"
 #include "kernels/thread_pool.h"
+#include "tensorops/v1/tensorops.pb.h"
 #include "wire/limits.h"
 #include "wire/tensor_codec.h"
-#include "tensorops/v1/tensorops.pb.h"
 
 namespace tensorops {
 
@@ -45,8 +45,7 @@ class PreparedExecution {
 
 // Convenience: Make + Run.
 absl::Status Execute(const OpRegistry& registry, const v1::ExecuteRequest& request,
-                     v1::ExecuteResponse* response,
-                     const RequestLimits& limits = RequestLimits());
+                     v1::ExecuteResponse* response, const RequestLimits& limits = RequestLimits());
 
 // Fills a ListOps reply from the registry's specs.
 void DescribeOps(const OpRegistry& registry, v1::ListOpsResponse* response);

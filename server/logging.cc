@@ -31,21 +31,32 @@ bool LogEnabled(LogLevel level) { return static_cast<int>(level) <= g_level.load
 void Log(LogLevel level, absl::string_view message) {
   if (!LogEnabled(level)) return;
   static constexpr char kLetters[] = {'E', 'W', 'I'};
-  const std::string line =
-      absl::StrCat(absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()),
-                   " ", std::string(1, kLetters[static_cast<int>(level)]),
-                   " tensorops-server: ", message, "\n");
+  const std::string line = absl::StrCat(
+      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()), " ",
+      std::string(1, kLetters[static_cast<int>(level)]), " tensorops-server: ", message, "\n");
   // One write per line so lines from different threads never interleave.
   ssize_t ignored = write(STDERR_FILENO, line.data(), line.size());
   (void)ignored;
 }
 
 const char* StatusCodeName(grpc::StatusCode code) {
-  static const char* const kNames[] = {
-      "OK",      "CANCELLED",          "UNKNOWN",           "INVALID_ARGUMENT",
-      "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",   "PERMISSION_DENIED",
-      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
-      "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
+  static const char* const kNames[] = {"OK",
+                                       "CANCELLED",
+                                       "UNKNOWN",
+                                       "INVALID_ARGUMENT",
+                                       "DEADLINE_EXCEEDED",
+                                       "NOT_FOUND",
+                                       "ALREADY_EXISTS",
+                                       "PERMISSION_DENIED",
+                                       "RESOURCE_EXHAUSTED",
+                                       "FAILED_PRECONDITION",
+                                       "ABORTED",
+                                       "OUT_OF_RANGE",
+                                       "UNIMPLEMENTED",
+                                       "INTERNAL",
+                                       "UNAVAILABLE",
+                                       "DATA_LOSS",
+                                       "UNAUTHENTICATED"};
   const int c = static_cast<int>(code);
   return c >= 0 && c <= 16 ? kNames[c] : "UNKNOWN";
 }
@@ -67,10 +78,10 @@ void LogRequestError(grpc::StatusCode code, const std::string& op, const std::st
   }
   const int64_t n = suppressed[c].exchange(0);
   Log(LogLevel::kWarning,
-      absl::StrCat("request failed: ", StatusCodeName(code), " op=", op, ": ", message,
-                   n > 0 ? absl::StrCat(" (", n, " more ", StatusCodeName(code),
-                                        " since the last line)")
-                         : ""));
+      absl::StrCat(
+          "request failed: ", StatusCodeName(code), " op=", op, ": ", message,
+          n > 0 ? absl::StrCat(" (", n, " more ", StatusCodeName(code), " since the last line)")
+                : ""));
 }
 
 }  // namespace tensorops

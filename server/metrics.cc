@@ -254,13 +254,14 @@ Metrics::Metrics(const std::vector<std::string>& ops)
     m.response_size.push_back(&response_size.Add({{"op", m.op_names[op]}}, SizeBuckets()));
   }
 
-  auto& dropped = prometheus::BuildCounter()
-                      .Name("tensorops_dropped_requests_total")
-                      .Help(
-                          "Execute and ExecuteStream calls admitted to the queue but dropped before their "
-                          "kernel ran, by op and reason (deadline passed, client "
-                          "cancelled, server shutting down).")
-                      .Register(*registry_);
+  auto& dropped =
+      prometheus::BuildCounter()
+          .Name("tensorops_dropped_requests_total")
+          .Help(
+              "Execute and ExecuteStream calls admitted to the queue but dropped before their "
+              "kernel ran, by op and reason (deadline passed, client "
+              "cancelled, server shutting down).")
+          .Register(*registry_);
   m.dropped.resize(m.unknown_index);
   for (int op = 0; op < m.unknown_index; ++op) {
     for (int r = 0; r < kNumDropReasons; ++r) {
@@ -293,11 +294,12 @@ Metrics::Metrics(const std::vector<std::string>& ops)
                               "requests (the quantity the in-flight bytes limit bounds).")
                           .Register(*registry_)
                           .Add({});
-  m.queue_depth = &prometheus::BuildGauge()
-                       .Name("tensorops_queue_depth")
-                       .Help("Execute and ExecuteStream calls waiting in the queue for a kernel-pool thread.")
-                       .Register(*registry_)
-                       .Add({});
+  m.queue_depth =
+      &prometheus::BuildGauge()
+           .Name("tensorops_queue_depth")
+           .Help("Execute and ExecuteStream calls waiting in the queue for a kernel-pool thread.")
+           .Register(*registry_)
+           .Add({});
   m.pool_threads = &prometheus::BuildGauge()
                         .Name("tensorops_pool_threads")
                         .Help("Threads in the kernel thread pool.")

@@ -1,10 +1,9 @@
 #include "server/server.h"
 
+#include <grpc/support/log.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
-
-#include <grpc/support/log.h>
 
 #include <algorithm>
 #include <atomic>
@@ -56,7 +55,8 @@ absl::StatusOr<std::string> ReadPemFile(const std::string& flag, const std::stri
   if (!in) return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot read ", path));
   std::ostringstream ss;
   ss << in.rdbuf();
-  if (ss.str().empty()) return absl::InvalidArgumentError(absl::StrCat(flag, ": ", path, " is empty"));
+  if (ss.str().empty())
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", path, " is empty"));
   return ss.str();
 }
 
@@ -101,8 +101,8 @@ absl::StatusOr<std::string> ReadAuthTokenFile(const std::string& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   std::string token = ss.str();
-  while (!token.empty() && (token.back() == '\n' || token.back() == '\r' ||
-                            token.back() == ' ' || token.back() == '\t')) {
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ' ||
+                            token.back() == '\t')) {
     token.pop_back();
   }
   if (token.empty()) {
@@ -161,8 +161,8 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
       [metrics](int64_t inflight, int64_t bytes, int64_t queued) {
         metrics->SetAdmission(inflight, bytes, queued);
       });
-  const int threads =
-      options.threads > 0 ? options.threads
+  const int threads = options.threads > 0
+                          ? options.threads
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   s->pool_ = std::make_unique<ThreadPool>(threads);
   s->metrics_->SetPoolThreads(threads);
@@ -175,8 +175,8 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
   // small max_message_bytes alone works.
   pipeline_options.limits.stream_chunk_bytes = options.EffectiveStreamChunkBytes();
   pipeline_options.auth_token = options.auth_token;
-  s->pipeline_ = std::make_unique<CallPipeline>(&s->registry_, s->pool_.get(),
-                                                s->admission_.get(), metrics, pipeline_options);
+  s->pipeline_ = std::make_unique<CallPipeline>(&s->registry_, s->pool_.get(), s->admission_.get(),
+                                                metrics, pipeline_options);
   s->service_ = std::make_unique<TensorOpsService>(s->pipeline_.get());
   // The Open Inference Protocol: one more front door on the same pipeline.
   ShmRegistry::Options shm_options;
@@ -272,9 +272,8 @@ void TensorOpsServer::Shutdown() {
   // every admitted reply has left. At the drain timeout queued calls are
   // answered UNAVAILABLE without running.
   if (!admission_->WaitIdle(drain_deadline)) {
-    Log(LogLevel::kWarning,
-        absl::StrCat("drain timeout: dropping ", admission_->queued(),
-                     " queued requests with UNAVAILABLE"));
+    Log(LogLevel::kWarning, absl::StrCat("drain timeout: dropping ", admission_->queued(),
+                                         " queued requests with UNAVAILABLE"));
     pipeline_->AbortQueued();
     admission_->WaitIdle(absl::Now() + kAbortedCallsWait);
   }
@@ -292,14 +291,13 @@ void TensorOpsServer::Shutdown() {
   const std::vector<int> listeners = ShutdownListeners(served);
   const absl::Time close_deadline = absl::Now() + kConnectionsCloseWait;
   int open = 0;
-  while ((open = ShutdownConnections(served, listeners)) > 0 &&
-         absl::Now() < close_deadline) {
+  while ((open = ShutdownConnections(served, listeners)) > 0 && absl::Now() < close_deadline) {
     absl::SleepFor(absl::Milliseconds(5));
   }
   if (open > 0) {
-    Log(LogLevel::kWarning, absl::StrCat(open, " connections still open ",
-                                         absl::FormatDuration(kConnectionsCloseWait),
-                                         " after their FIN"));
+    Log(LogLevel::kWarning,
+        absl::StrCat(open, " connections still open ", absl::FormatDuration(kConnectionsCloseWait),
+                     " after their FIN"));
   }
   // 4. Nothing is connected: gRPC's shutdown has nothing left to cancel. The
   // pool stays up until the server is down because Shutdown waits for every

@@ -21,10 +21,10 @@
 #include "server/admission.h"
 #include "server/call.h"
 #include "server/inference_service.h"
-#include "wire/limits.h"
 #include "server/metrics.h"
 #include "server/service.h"
 #include "server/shm_registry.h"
+#include "wire/limits.h"
 
 namespace tensorops {
 

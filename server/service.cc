@@ -7,8 +7,8 @@
 #include "absl/time/clock.h"
 #include "server/execution.h"
 #include "server/logging.h"
-#include "wire/status.h"
 #include "server/stream_reactor.h"
+#include "wire/status.h"
 
 namespace tensorops {
 namespace {
@@ -38,8 +38,8 @@ class ExecuteReactor final : public grpc::ServerUnaryReactor {
     }
     exec_ = *std::move(exec);
     const int64_t output_bytes = exec_->output_bytes();
-    if (absl::Status s = call_.Admit(request_bytes_ + output_bytes,
-                                     AdmissionController::Queue::kNow);
+    if (absl::Status s =
+            call_.Admit(request_bytes_ + output_bytes, AdmissionController::Queue::kNow);
         !s.ok()) {
       End(s);
       return;

@@ -55,9 +55,8 @@ absl::StatusOr<std::unique_ptr<StreamedExecution>> StreamedExecution::Begin(
           what, ".dtype is STRING, which has no fixed-width layout to stream; use Execute"));
     }
     if (h.shape_size() > limits.max_rank) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " has rank ", h.shape_size(),
-                                                     "; the limit is ", limits.max_rank,
-                                                     " (--max_rank)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " has rank ", h.shape_size(), "; the limit is ", limits.max_rank, " (--max_rank)"));
     }
     const absl::Span<const int64_t> dims(h.shape().data(), h.shape_size());
     ASSIGN_OR_RETURN(const int64_t bytes,
@@ -80,9 +79,9 @@ absl::StatusOr<std::unique_ptr<StreamedExecution>> StreamedExecution::Begin(
   // before a byte is uploaded.
   ASSIGN_OR_RETURN(std::vector<TensorType> outputs, s->def_->infer(views, s->attrs_));
   if (outputs.size() != 1) {
-    return absl::UnimplementedError(absl::StrCat(
-        s->def_->spec.name, " has ", outputs.size(),
-        " outputs; ExecuteStream sends exactly one (use Execute)"));
+    return absl::UnimplementedError(
+        absl::StrCat(s->def_->spec.name, " has ", outputs.size(),
+                     " outputs; ExecuteStream sends exactly one (use Execute)"));
   }
   for (size_t o = 0; o < outputs.size(); ++o) {
     const std::string what = absl::StrCat("output[", o, "]");
@@ -101,8 +100,7 @@ absl::Status StreamedExecution::AddChunk(const v1::TensorChunk& chunk) {
   const int64_t num_inputs = static_cast<int64_t>(inputs_.size());
   if (chunk.tensor() >= num_inputs) {
     return absl::InvalidArgumentError(absl::StrCat("chunk.tensor is ", chunk.tensor(),
-                                                   " but the header has ", num_inputs,
-                                                   " inputs"));
+                                                   " but the header has ", num_inputs, " inputs"));
   }
   const int i = static_cast<int>(chunk.tensor());
   Input& in = inputs_[i];
@@ -112,9 +110,9 @@ absl::Status StreamedExecution::AddChunk(const v1::TensorChunk& chunk) {
         absl::StrCat("empty chunk for ", InputName(*def_, i), " at offset ", chunk.offset()));
   }
   if (n > limits_.stream_chunk_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "chunk of ", n, " bytes for ", InputName(*def_, i), " exceeds the limit of ",
-        limits_.stream_chunk_bytes, " bytes (--stream_chunk_bytes)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk of ", n, " bytes for ", InputName(*def_, i), " exceeds the limit of ",
+                     limits_.stream_chunk_bytes, " bytes (--stream_chunk_bytes)"));
   }
   if (chunk.offset() != static_cast<uint64_t>(in.received)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -122,10 +120,10 @@ absl::Status StreamedExecution::AddChunk(const v1::TensorChunk& chunk) {
         in.received, ": each input's chunks must come in order, without gaps or repeats"));
   }
   if (n > in.bytes - in.received) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "chunk for ", InputName(*def_, i), " runs past its end: offset ", in.received, " + ", n,
-        " bytes > ", in.bytes, " bytes (shape ", ShapeToString(in.shape), " of ",
-        DTypeName(in.dtype), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk for ", InputName(*def_, i), " runs past its end: offset ", in.received,
+                     " + ", n, " bytes > ", in.bytes, " bytes (shape ", ShapeToString(in.shape),
+                     " of ", DTypeName(in.dtype), ")"));
   }
   if (in.dtype == DType::kBool) {
     // As Execute: a BOOL is one byte, 0 or 1 (kernels and readers rely on it).
@@ -148,14 +146,13 @@ absl::Status StreamedExecution::EndOfInput() {
     Input& in = inputs_[i];
     if (in.received < in.bytes) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "stream ended after ", in.received, " of ", in.bytes, " bytes of ",
-          InputName(*def_, i), " (shape ", ShapeToString(in.shape), " of ", DTypeName(in.dtype),
-          ")"));
+          "stream ended after ", in.received, " of ", in.bytes, " bytes of ", InputName(*def_, i),
+          " (shape ", ShapeToString(in.shape), " of ", DTypeName(in.dtype), ")"));
     }
     if (in.crc != in.expected_crc) {
-      return absl::DataLossError(absl::StrCat(
-          InputName(*def_, i), " is corrupt: its header says CRC-32 ", Hex32(in.expected_crc),
-          ", its ", in.bytes, " bytes give ", Hex32(in.crc)));
+      return absl::DataLossError(
+          absl::StrCat(InputName(*def_, i), " is corrupt: its header says CRC-32 ",
+                       Hex32(in.expected_crc), ", its ", in.bytes, " bytes give ", Hex32(in.crc)));
     }
     if (in.bytes == 0) in.tensor = Tensor(in.dtype, in.shape);  // no chunk allocated it
   }

@@ -27,8 +27,8 @@
 #include "kernels/op_registry.h"
 #include "kernels/tensor.h"
 #include "kernels/thread_pool.h"
-#include "wire/limits.h"
 #include "tensorops/v1/tensorops.pb.h"
+#include "wire/limits.h"
 
 namespace tensorops {
 
@@ -38,8 +38,9 @@ class StreamedExecution {
   // stream_chunk_bytes) and sizes the output by the op's inference (OpDef::
   // infer); allocates nothing. `registry` must outlive the execution. Unknown op: UNIMPLEMENTED;
   // bad header: INVALID_ARGUMENT; too big: RESOURCE_EXHAUSTED (naming the flag).
-  static absl::StatusOr<std::unique_ptr<StreamedExecution>> Begin(
-      const OpRegistry& registry, const v1::StreamHeader& header, const RequestLimits& limits);
+  static absl::StatusOr<std::unique_ptr<StreamedExecution>> Begin(const OpRegistry& registry,
+                                                                  const v1::StreamHeader& header,
+                                                                  const RequestLimits& limits);
 
   // Canonical op name (for metrics and logs).
   const std::string& op_name() const { return def_->spec.name; }

@@ -25,8 +25,7 @@
 namespace tensorops {
 namespace {
 
-using StreamReactor =
-    grpc::ServerBidiReactor<v1::ExecuteStreamRequest, v1::ExecuteStreamResponse>;
+using StreamReactor = grpc::ServerBidiReactor<v1::ExecuteStreamRequest, v1::ExecuteStreamResponse>;
 
 class ExecuteStreamReactor final : public StreamReactor {
  public:
@@ -105,9 +104,9 @@ class ExecuteStreamReactor final : public StreamReactor {
   // or the call broke (cancelled, deadline, disconnect).
   void EndOfUpload() {
     if (call_.context()->IsCancelled()) {
-      End(absl::CancelledError(absl::StrCat(
-          "the call was cancelled (client cancel, deadline or disconnect) after ",
-          exec_ != nullptr ? exec_->received_bytes() : 0, " input bytes")));
+      End(absl::CancelledError(
+          absl::StrCat("the call was cancelled (client cancel, deadline or disconnect) after ",
+                       exec_ != nullptr ? exec_->received_bytes() : 0, " input bytes")));
       return;
     }
     if (exec_ == nullptr) {

@@ -42,7 +42,8 @@ ABSL_FLAG(int64_t, max_inflight_bytes, tensorops::ServerOptions().max_inflight_b
 ABSL_FLAG(int64_t, max_message_bytes, tensorops::kDefaultMaxMessageBytes,
           "Largest gRPC message received or sent (default fits a 256 MiB tensor in raw_data); "
           "larger requests get RESOURCE_EXHAUSTED from gRPC.");
-ABSL_FLAG(std::string, metrics_host, tensorops::ServerOptions().metrics_host, "Address of the Prometheus /metrics endpoint.");
+ABSL_FLAG(std::string, metrics_host, tensorops::ServerOptions().metrics_host,
+          "Address of the Prometheus /metrics endpoint.");
 ABSL_FLAG(int, metrics_port, tensorops::ServerOptions().metrics_port,
           "Port of the Prometheus /metrics endpoint; 0 picks a free port, -1 disables it.");
 ABSL_FLAG(absl::Duration, drain_timeout, tensorops::ServerOptions().drain_timeout,
@@ -133,7 +134,8 @@ int main(int argc, char** argv) {
     mallopt(M_ARENA_MAX, 1);
   }
 
-  absl::StatusOr<tensorops::LogLevel> level = tensorops::ParseLogLevel(absl::GetFlag(FLAGS_log_level));
+  absl::StatusOr<tensorops::LogLevel> level =
+      tensorops::ParseLogLevel(absl::GetFlag(FLAGS_log_level));
   if (!level.ok()) {
     std::fprintf(stderr, "tensorops-server: --log_level: %s\n",
                  std::string(level.status().message()).c_str());
@@ -212,8 +214,8 @@ int main(int argc, char** argv) {
     std::printf("tensorops-server also listening on %s\n", address.c_str());
   }
   if ((*server)->metrics_port() >= 0) {
-    std::printf("tensorops-server metrics on http://%s:%d/metrics\n",
-                options.metrics_host.c_str(), (*server)->metrics_port());
+    std::printf("tensorops-server metrics on http://%s:%d/metrics\n", options.metrics_host.c_str(),
+                (*server)->metrics_port());
   }
   std::fflush(stdout);
   tensorops::Log(

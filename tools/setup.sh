@@ -25,8 +25,9 @@ case "$PROFILE" in
   image) ;;
   full)
     PACKAGES+=(
-      # tests and benchmarks
-      libgtest-dev libgmock-dev libbenchmark-dev
+      # tests and benchmarks; clang-format: the formatting check
+      # (tools/check_format.sh, the ctest test clang_format_check)
+      libgtest-dev libgmock-dev libbenchmark-dev clang-format
       # fuzzers and sanitizer builds (fuzz/, tools/sanitizer_tests.sh); llvm-14 holds
       # llvm-symbolizer: without it sanitizer stacks are <null> frames, so
       # tools/tsan.supp (matched by function name) stops matching

@@ -8,7 +8,7 @@ namespace {
 // absl and gRPC share the canonical code numbering; prove it per code so the
 // cast below stays correct (as tensorstore's internal/grpc/utils.cc does).
 #define TENSOROPS_ASSERT_SAME_CODE(name)                                        \
-  static_assert(static_cast<int>(absl::StatusCode::k##name) ==                 \
+  static_assert(static_cast<int>(absl::StatusCode::k##name) ==                  \
                     static_cast<int>(grpc::StatusCode::TENSOROPS_UPPER_##name), \
                 #name)
 #define TENSOROPS_UPPER_Ok OK

@@ -9,9 +9,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
-#include "kernels/huge_pages.h"
 #include "kernels/dtype.h"
 #include "kernels/float_formats.h"
+#include "kernels/huge_pages.h"
 #include "kernels/shape.h"
 
 // raw_data is packed little-endian and is used in place as the kernel buffer.
@@ -337,10 +337,9 @@ absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor& proto, absl::string
   const int64_t n = *num_bytes / width;
   if (limits != nullptr) {
     if (n > limits->max_tensor_elements) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat(what, " has ", n, " elements (shape ", ShapeToString(dims),
-                       "); the limit is ", limits->max_tensor_elements,
-                       " (--max_tensor_elements)"));
+      return absl::ResourceExhaustedError(absl::StrCat(
+          what, " has ", n, " elements (shape ", ShapeToString(dims), "); the limit is ",
+          limits->max_tensor_elements, " (--max_tensor_elements)"));
     }
     int64_t bytes = *num_bytes;
     bool over = bytes > limits->max_tensor_bytes;
@@ -357,9 +356,9 @@ absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor& proto, absl::string
     }
     if (over) {
       return absl::ResourceExhaustedError(
-          absl::StrCat(what, " needs ", bytes, dtype == DType::kString ? "+" : "",
-                       " bytes (shape ", ShapeToString(dims), " of ", DTypeName(dtype),
-                       "); the limit is ", limits->max_tensor_bytes, " (--max_tensor_bytes)"));
+          absl::StrCat(what, " needs ", bytes, dtype == DType::kString ? "+" : "", " bytes (shape ",
+                       ShapeToString(dims), " of ", DTypeName(dtype), "); the limit is ",
+                       limits->max_tensor_bytes, " (--max_tensor_bytes)"));
     }
   }
 
@@ -406,8 +405,8 @@ absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor& proto, absl::string
     }
     if (dtype == DType::kBool) {
       if (const int64_t i = FindInvalidBool(raw); i >= 0) {
-        return absl::InvalidArgumentError(absl::StrCat(what, ".raw_data[", i, "] = ",
-                                                       int{static_cast<uint8_t>(raw[i])},
+        return absl::InvalidArgumentError(absl::StrCat(what, ".raw_data[", i,
+                                                       "] = ", int{static_cast<uint8_t>(raw[i])},
                                                        " is not a valid BOOL (0 or 1)"));
       }
     }

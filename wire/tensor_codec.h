@@ -15,8 +15,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "kernels/tensor.h"
-#include "wire/limits.h"
 #include "tensorops/v1/tensorops.pb.h"
+#include "wire/limits.h"
 
 namespace tensorops {
 

@@ -140,9 +140,8 @@ class ProgressBar {
     if (drawn_ && now - last_ < std::chrono::milliseconds(100)) return;
     last_ = now;
     const int64_t done = p.bytes_sent + p.bytes_received;
-    const int64_t total =
-        p.bytes_to_send +
-        (p.bytes_to_receive > 0 ? p.bytes_to_receive : p.expected_bytes_to_receive);
+    const int64_t total = p.bytes_to_send + (p.bytes_to_receive > 0 ? p.bytes_to_receive
+                                                                    : p.expected_bytes_to_receive);
     const double rate = elapsed > 0 ? done / elapsed : 0;
     const std::string eta =
         rate > 0 ? absl::StrCat("ETA ", static_cast<int64_t>((total - done) / rate + 0.5), "s")
@@ -287,8 +286,7 @@ std::optional<Failure> ParseArgs(int argc, char** argv, Args* args) {
         }
       } else if (name == "stream_threshold") {
         if (!absl::SimpleAtoi(*value, &args->stream_threshold) || args->stream_threshold < 0) {
-          return Usage(absl::StrCat("--stream_threshold '", *value,
-                                    "' is not a byte count >= 0"));
+          return Usage(absl::StrCat("--stream_threshold '", *value, "' is not a byte count >= 0"));
         }
       } else if (name == "progress") {
         if (*value != "auto" && *value != "always" && *value != "never") {
@@ -319,8 +317,8 @@ std::optional<Failure> ParseArgs(int argc, char** argv, Args* args) {
     if (args->inputs.empty()) return Usage("run needs at least one --input");
   } else if (!args->inputs.empty() || !args->attrs.empty() || !args->output.empty() ||
              args->transport != Transport::kAuto || args->progress != "auto") {
-    return Usage(absl::StrCat("--input, --attr, --output, --stream and --progress belong to run, not ",
-                              args->command));
+    return Usage(absl::StrCat(
+        "--input, --attr, --output, --stream and --progress belong to run, not ", args->command));
   }
   if (!args->service.empty() && args->command != "health") {
     return Usage("--service belongs to health");

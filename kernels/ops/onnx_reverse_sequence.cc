@@ -30,15 +30,16 @@ absl::StatusOr<PreparedOp> PrepareOnnxReverseSequence(absl::Span<const TensorVie
   RETURN_IF_ERROR(CheckZeroOrOne("batch_axis", batch_axis));
   RETURN_IF_ERROR(CheckZeroOrOne("time_axis", time_axis));
   if (batch_axis == time_axis) {
-    return absl::InvalidArgumentError(absl::StrCat(kOp, ": attributes 'batch_axis' and 'time_axis' are both ",
-                                                   batch_axis, "; they must differ"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(kOp, ": attributes 'batch_axis' and 'time_axis' are both ", batch_axis,
+                     "; they must differ"));
   }
   const int64_t batch = data.shape[batch_axis];
   const int64_t time = data.shape[time_axis];
   if (lengths_t.num_elements() != batch) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kOp, ": input 'sequence_lens' has ", lengths_t.num_elements(),
-        " elements but must have input_shape[batch_axis] = ", batch));
+    return absl::InvalidArgumentError(
+        absl::StrCat(kOp, ": input 'sequence_lens' has ", lengths_t.num_elements(),
+                     " elements but must have input_shape[batch_axis] = ", batch));
   }
   ASSIGN_OR_RETURN(std::vector<int64_t> lengths,
                    ReadIntegers(lengths_t, "onnx.ReverseSequence: sequence_lens"));
@@ -69,7 +70,9 @@ OpDef OnnxReverseSequenceOpDef() {
       {"sequence_lens",
        "1-D INT64 (INT32 also accepted), input_shape[batch_axis] elements, each in "
        "[0, input_shape[time_axis]].",
-       {DType::kInt64, DType::kInt32}, 1, 1},
+       {DType::kInt64, DType::kInt32},
+       1,
+       1},
   };
   spec.attrs = {
       {"batch_axis", "int", "The batch axis.", false, "1", "0 | 1, different from time_axis"},

@@ -15,8 +15,7 @@ namespace {
 
 constexpr char kOp[] = "Reverse";
 
-absl::StatusOr<PreparedOp> PrepareReverse(absl::Span<const TensorView> inputs,
-                                          const Attrs& attrs) {
+absl::StatusOr<PreparedOp> PrepareReverse(absl::Span<const TensorView> inputs, const Attrs& attrs) {
   const TensorView& data = inputs[0];
   const TensorView& axis = inputs[1];
   ASSIGN_OR_RETURN(std::string mode, GetStringAttr(attrs, kOp, "mode", std::nullopt));
@@ -52,8 +51,8 @@ absl::StatusOr<PreparedOp> PrepareReverse(absl::Span<const TensorView> inputs,
     }
     reversed = ReadBools(axis);
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kOp, ": attribute 'mode' = ", BoundedQuote(mode), " must be \"index\" or \"mask\""));
+    return absl::InvalidArgumentError(absl::StrCat(kOp, ": attribute 'mode' = ", BoundedQuote(mode),
+                                                   " must be \"index\" or \"mask\""));
   }
   std::vector<DimTransform> per_dim(rank);
   for (int64_t d = 0; d < rank; ++d) {
@@ -81,12 +80,13 @@ OpDef ReverseOpDef() {
       {"data", "The tensor to reverse; any rank, any element type.", AllTypes(), 0, -1},
       {"axis",
        "1-D. Mode \"index\": axis indices of any integer type, each in [-rank(data), "
-       "rank(data) - 1], any number of them (the spec's 0 to rank(data) is a should, as in OpenVINO); repeats are reversed once. Mode \"mask\": "
+       "rank(data) - 1], any number of them (the spec's 0 to rank(data) is a should, as in "
+       "OpenVINO); repeats are reversed once. Mode \"mask\": "
        "BOOL, exactly rank(data) entries; true reverses that axis.",
        axis_types, 1, 1},
   };
-  spec.attrs = {{"mode", "string", "How to read the 'axis' input: as indices or as a mask.",
-                 true, "", "index | mask"}};
+  spec.attrs = {{"mode", "string", "How to read the 'axis' input: as indices or as a mask.", true,
+                 "", "index | mask"}};
   spec.outputs = {{"output", "The reversed tensor: same type and shape as data."}};
   return OpDef{std::move(spec), &PrepareReverse, &OutputLikeFirstInput};
 }

@@ -34,9 +34,9 @@ absl::StatusOr<PreparedOp> PrepareReverseSequence(absl::Span<const TensorView> i
   const int64_t batch = data.shape[batch_axis];
   const int64_t seq = data.shape[seq_axis];
   if (lengths_t.num_elements() != batch) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kOp, ": input 'seq_lengths' has ", lengths_t.num_elements(),
-        " elements but must have data_shape[batch_axis] = ", batch));
+    return absl::InvalidArgumentError(
+        absl::StrCat(kOp, ": input 'seq_lengths' has ", lengths_t.num_elements(),
+                     " elements but must have data_shape[batch_axis] = ", batch));
   }
   ASSIGN_OR_RETURN(std::vector<int64_t> lengths,
                    ReadWholeNumbers(lengths_t, "ReverseSequence: seq_lengths"));
@@ -74,8 +74,8 @@ OpDef ReverseSequenceOpDef() {
   spec.attrs = {
       {"batch_axis", "int", "The batch dimension, along which data is sliced.", false, "0",
        "[-rank(data), rank(data) - 1]"},
-      {"seq_axis", "int", "The sequence dimension, along which elements are reversed.", false,
-       "1", "[-rank(data), rank(data) - 1], different from batch_axis"},
+      {"seq_axis", "int", "The sequence dimension, along which elements are reversed.", false, "1",
+       "[-rank(data), rank(data) - 1], different from batch_axis"},
   };
   spec.outputs = {{"output", "Same type and shape as data."}};
   return OpDef{std::move(spec), &PrepareReverseSequence, &OutputLikeFirstInput};

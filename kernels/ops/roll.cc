@@ -21,9 +21,9 @@ absl::StatusOr<PreparedOp> PrepareRoll(absl::Span<const TensorView> inputs, cons
   // A scalar shift, or a 1-D shift of one element, applies to every axis (spec Example 2).
   const bool broadcast_shift = shifts.size() == 1;
   if (!broadcast_shift && shifts.size() != axes.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kOp, ": input 'shift' has ", shifts.size(), " elements but 'axes' has ", axes.size(),
-        "; they must match unless shift has exactly one element"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(kOp, ": input 'shift' has ", shifts.size(), " elements but 'axes' has ",
+                     axes.size(), "; they must match unless shift has exactly one element"));
   }
   const int64_t rank = data.rank();
   std::vector<int64_t> total(rank, 0);  // per-axis shift, kept in [0, dim)

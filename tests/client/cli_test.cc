@@ -252,56 +252,56 @@ TEST_F(CliTest, HelpHasExamples) {
 // run; when a ```text block follows, stdout must equal it (stderr, with a
 // non-zero exit status, when it starts "tensorops: error: ").
 TEST_F(CliTest, DocsExamplesRun) {
- for (const auto& [doc, min_examples] :
-      std::vector<std::pair<std::string, int>>{{TENSOROPS_SDK_DOC, 5}, {TENSOROPS_README, 2}}) {
-  SCOPED_TRACE(doc);
-  const std::string md = ReadFile(doc);
-  ASSERT_FALSE(md.empty());
-  std::vector<std::string> lines = absl::StrSplit(md, '\n');
-  int examples = 0;
-  // Files the docs refer to.
-  ASSERT_TRUE(
-      cli::WriteNpyFile(dir_ + "/data.npy",
-                        Tensor(std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {4, 3}))
-          .ok());
-  // Past the CLI's 64 MiB stream threshold: the README's big-tensor example
-  // goes through ExecuteStream.
-  {
-    std::vector<uint8_t> big(size_t{72} << 20);
-    for (size_t k = 0; k < big.size(); ++k) big[k] = static_cast<uint8_t>(k * 131 + (k >> 20));
-    ASSERT_TRUE(cli::WriteNpyFile(dir_ + "/big.npy",
-                                  Tensor::View(big.data(), {72, int64_t{1} << 20}))
+  for (const auto& [doc, min_examples] :
+       std::vector<std::pair<std::string, int>>{{TENSOROPS_SDK_DOC, 5}, {TENSOROPS_README, 2}}) {
+    SCOPED_TRACE(doc);
+    const std::string md = ReadFile(doc);
+    ASSERT_FALSE(md.empty());
+    std::vector<std::string> lines = absl::StrSplit(md, '\n');
+    int examples = 0;
+    // Files the docs refer to.
+    ASSERT_TRUE(cli::WriteNpyFile(
+                    dir_ + "/data.npy",
+                    Tensor(std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {4, 3}))
                     .ok());
-  }
-  for (size_t i = 0; i < lines.size(); ++i) {
-    if (lines[i] != "```sh") continue;
-    std::string command;
-    size_t j = i + 1;
-    for (; j < lines.size() && lines[j] != "```"; ++j) absl::StrAppend(&command, lines[j], "\n");
-    if (!absl::StartsWith(command, "tensorops ")) continue;
-    std::optional<std::string> expected;
-    if (j + 2 < lines.size() && lines[j + 1].empty() && lines[j + 2] == "```text") {
-      std::string text;
-      for (size_t k = j + 3; k < lines.size() && lines[k] != "```"; ++k) {
-        absl::StrAppend(&text, lines[k], "\n");
-      }
-      expected = text;
+    // Past the CLI's 64 MiB stream threshold: the README's big-tensor example
+    // goes through ExecuteStream.
+    {
+      std::vector<uint8_t> big(size_t{72} << 20);
+      for (size_t k = 0; k < big.size(); ++k) big[k] = static_cast<uint8_t>(k * 131 + (k >> 20));
+      ASSERT_TRUE(
+          cli::WriteNpyFile(dir_ + "/big.npy", Tensor::View(big.data(), {72, int64_t{1} << 20}))
+              .ok());
     }
-    SCOPED_TRACE(command);
-    Result r = Shell(command);
-    if (expected.has_value() && absl::StartsWith(*expected, "tensorops: error: ")) {
-      EXPECT_NE(r.exit_code, 0);
-      EXPECT_EQ(r.err, *expected);
-    } else {
-      EXPECT_EQ(r.exit_code, 0) << r.err;
-      if (expected.has_value()) {
-        EXPECT_EQ(r.out, *expected);
+    for (size_t i = 0; i < lines.size(); ++i) {
+      if (lines[i] != "```sh") continue;
+      std::string command;
+      size_t j = i + 1;
+      for (; j < lines.size() && lines[j] != "```"; ++j) absl::StrAppend(&command, lines[j], "\n");
+      if (!absl::StartsWith(command, "tensorops ")) continue;
+      std::optional<std::string> expected;
+      if (j + 2 < lines.size() && lines[j + 1].empty() && lines[j + 2] == "```text") {
+        std::string text;
+        for (size_t k = j + 3; k < lines.size() && lines[k] != "```"; ++k) {
+          absl::StrAppend(&text, lines[k], "\n");
+        }
+        expected = text;
       }
+      SCOPED_TRACE(command);
+      Result r = Shell(command);
+      if (expected.has_value() && absl::StartsWith(*expected, "tensorops: error: ")) {
+        EXPECT_NE(r.exit_code, 0);
+        EXPECT_EQ(r.err, *expected);
+      } else {
+        EXPECT_EQ(r.exit_code, 0) << r.err;
+        if (expected.has_value()) {
+          EXPECT_EQ(r.out, *expected);
+        }
+      }
+      ++examples;
     }
-    ++examples;
+    EXPECT_GE(examples, min_examples);
   }
-  EXPECT_GE(examples, min_examples);
- }
 }
 
 }  // namespace

@@ -55,7 +55,9 @@ TEST(LargeStreamTest, TwoAndAHalfGiBThroughEveryOp) {
   Client* c = client->get();
   const std::vector<Case> cases = {
       {"Reverse axes [0, 2]",
-       [&] { return c->Reverse(input, Tensor(std::vector<int64_t>{0, -1})); },
+       [&] {
+         return c->Reverse(input, Tensor(std::vector<int64_t>{0, -1}));
+       },
        [](int64_t a, int64_t b, int64_t cc) { return Flat(kD0 - 1 - a, b, kD2 - 1 - cc); }},
       {"Roll shift [3, -1000] axes [1, 2]",
        [&] {
@@ -111,8 +113,8 @@ TEST(LargeStreamTest, TwoAndAHalfGiBThroughEveryOp) {
             static_cast<int64_t>(rng() % kD2));
     }
     EXPECT_EQ(mismatches, 0);
-    std::printf("%s: %.1f s for 2.5 GiB each way (%.0f MB/s of input)\n", k.name.c_str(),
-                seconds, kBytes / seconds / 1e6);
+    std::printf("%s: %.1f s for 2.5 GiB each way (%.0f MB/s of input)\n", k.name.c_str(), seconds,
+                kBytes / seconds / 1e6);
   }
 
   // The server held one call's input plus output at a time, and little more.

@@ -57,9 +57,7 @@ class SecurityTest : public ::testing::Test {
     std::ofstream(Path("token")) << kToken << "\n";
     std::ofstream(Path("empty_token")) << "\n";
   }
-  static void TearDownTestSuite() {
-    std::system(absl::StrCat("rm -rf '", dir_, "'").c_str());
-  }
+  static void TearDownTestSuite() { std::system(absl::StrCat("rm -rf '", dir_, "'").c_str()); }
 
   static std::string Path(const std::string& name) { return absl::StrCat(dir_, "/", name); }
   static std::vector<std::string> TlsFlags() {
@@ -199,9 +197,8 @@ TEST_F(SecurityTest, BearerTokenGuardsEveryTensorOpsRpcButNotHealth) {
     ASSERT_TRUE(health.ok()) << health.status();
     EXPECT_EQ(*health, ServingStatus::kServing);
   }
-  for (const std::string& wrong :
-       std::vector<std::string>{"wrong-token", std::string(kToken) + "x",
-                                std::string(kToken).substr(1), "s"}) {
+  for (const std::string& wrong : std::vector<std::string>{"wrong-token", std::string(kToken) + "x",
+                                                           std::string(kToken).substr(1), "s"}) {
     o.bearer_token = wrong;
     auto client = Make(o);
     ASSERT_NE(client, nullptr);
@@ -219,22 +216,24 @@ TEST_F(SecurityTest, BearerTokenGuardsEveryTensorOpsRpcButNotHealth) {
   EXPECT_TRUE(RollStatus(*client).ok());
   EXPECT_TRUE(client->ListOps().ok());
   // The async path carries the token too.
-  auto future = client->ExecuteFuture("Roll", {},
-                                      {Tensor(std::vector<int32_t>{1, 2}, {2}),
-                                       Tensor(std::vector<int64_t>{1}),
-                                       Tensor(std::vector<int64_t>{0})});
+  auto future =
+      client->ExecuteFuture("Roll", {},
+                            {Tensor(std::vector<int32_t>{1, 2}, {2}),
+                             Tensor(std::vector<int64_t>{1}), Tensor(std::vector<int64_t>{0})});
   EXPECT_TRUE(future.get().ok());
   // Rejections are counted under UNAUTHENTICATED (1 without a token + 4 wrong ones).
   auto body = testing::HttpGet(server.metrics_port(), "/metrics");
   ASSERT_TRUE(body.ok()) << body.status();
-  EXPECT_EQ(testing::FindSample(*body, "tensorops_requests_total",
-                                {{"method", "Execute"}, {"op", "Roll"}, {"code", "UNAUTHENTICATED"}})
-                .value_or(-1),
-            5);
-  EXPECT_EQ(testing::FindSample(*body, "tensorops_requests_total",
-                                {{"method", "ListOps"}, {"op", "none"}, {"code", "UNAUTHENTICATED"}})
-                .value_or(-1),
-            5);
+  EXPECT_EQ(
+      testing::FindSample(*body, "tensorops_requests_total",
+                          {{"method", "Execute"}, {"op", "Roll"}, {"code", "UNAUTHENTICATED"}})
+          .value_or(-1),
+      5);
+  EXPECT_EQ(
+      testing::FindSample(*body, "tensorops_requests_total",
+                          {{"method", "ListOps"}, {"op", "none"}, {"code", "UNAUTHENTICATED"}})
+          .value_or(-1),
+      5);
 }
 
 TEST_F(SecurityTest, CliWithTlsCaAndTokenFile) {
@@ -299,18 +298,17 @@ TEST_F(SecurityTest, BadSecurityFlagsStopTheServer) {
   }
   // The token never reaches the logs.
   Result r = Shell(absl::StrCat("timeout 10 '", kServer,
-                                "' --port=0 --metrics_port=-1 --auth_token_file=",
-                                Path("token"), " --tls_cert=", Path("server.pem")));
+                                "' --port=0 --metrics_port=-1 --auth_token_file=", Path("token"),
+                                " --tls_cert=", Path("server.pem")));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, Not(HasSubstr(kToken)));
 }
 
 TEST_F(SecurityTest, HelpListsTheSecurityAndKeepaliveFlags) {
   Result r = Shell(absl::StrCat("'", kServer, "' --help"));
-  for (const char* flag :
-       {"--tls_cert", "--tls_key", "--tls_client_ca", "--auth_token_file", "--keepalive_time",
-        "--keepalive_timeout", "--max_connection_age", "--max_connection_age_grace",
-        "--max_connection_idle"}) {
+  for (const char* flag : {"--tls_cert", "--tls_key", "--tls_client_ca", "--auth_token_file",
+                           "--keepalive_time", "--keepalive_timeout", "--max_connection_age",
+                           "--max_connection_age_grace", "--max_connection_idle"}) {
     EXPECT_THAT(r.out + r.err, HasSubstr(std::string(flag) + " ")) << flag;
   }
   Result cli = Shell(absl::StrCat("'", kCli, "' --help"));
@@ -324,10 +322,9 @@ TEST_F(SecurityTest, HelpListsTheSecurityAndKeepaliveFlags) {
 TEST_F(SecurityTest, KeepaliveAndConnectionAgeFlagsWork) {
   ServerProcess server;
   ASSERT_TRUE(server
-                  .Start(kServer, {"--metrics_port=-1", "--keepalive_time=1s", "--keepalive_timeout=1s",
-                                   "--max_connection_age=500ms",
-                                   "--max_connection_age_grace=2s",
-                                   "--max_connection_idle=300ms"})
+                  .Start(kServer, {"--metrics_port=-1", "--keepalive_time=1s",
+                                   "--keepalive_timeout=1s", "--max_connection_age=500ms",
+                                   "--max_connection_age_grace=2s", "--max_connection_idle=300ms"})
                   .ok());
   ClientOptions o = Options(server);
   o.retry.enabled = true;  // a call racing a GOAWAY may need its (transparent) retry

@@ -5,8 +5,8 @@
 #include <atomic>
 #include <cstring>
 #include <map>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -74,10 +74,10 @@ TEST_F(StreamClientTest, EveryOpAndTypeStreamedEqualsExecute) {
   auto client = MakeClient(int64_t{1} << 40, 5);  // 5-byte chunks split every element
   ASSERT_NE(client, nullptr);
   const std::vector<DataType> types = {
-      DataType::kFloat32,   DataType::kFloat64,    DataType::kFloat16,     DataType::kBFloat16,
-      DataType::kInt8,      DataType::kInt16,      DataType::kInt32,       DataType::kInt64,
-      DataType::kUInt8,     DataType::kUInt16,     DataType::kUInt32,      DataType::kUInt64,
-      DataType::kBool,      DataType::kComplex64,  DataType::kComplex128,  DataType::kFloat8E4M3,
+      DataType::kFloat32,   DataType::kFloat64,   DataType::kFloat16,    DataType::kBFloat16,
+      DataType::kInt8,      DataType::kInt16,     DataType::kInt32,      DataType::kInt64,
+      DataType::kUInt8,     DataType::kUInt16,    DataType::kUInt32,     DataType::kUInt64,
+      DataType::kBool,      DataType::kComplex64, DataType::kComplex128, DataType::kFloat8E4M3,
       DataType::kFloat8E5M2};
   CallOptions stream;
   stream.transport = Transport::kStream;
@@ -100,7 +100,9 @@ TEST_F(StreamClientTest, EveryOpAndTypeStreamedEqualsExecute) {
     const std::vector<OpCall> ops = {
         {"Reverse", {{"mode", "index"}}, {data, Tensor(std::vector<int64_t>{0, 2})}},
         {"Reverse", {{"mode", "mask"}}, {data, Tensor(std::vector<bool>{false, true, true})}},
-        {"Roll", {}, {data, Tensor(std::vector<int64_t>{2, -7}), Tensor(std::vector<int64_t>{2, 0})}},
+        {"Roll",
+         {},
+         {data, Tensor(std::vector<int64_t>{2, -7}), Tensor(std::vector<int64_t>{2, 0})}},
         {"ReverseSequence",
          {{"batch_axis", 2}, {"seq_axis", 1}},
          {data, Tensor(std::vector<int32_t>{4, 0, 1, 3, 2})}},
@@ -120,8 +122,7 @@ TEST_F(StreamClientTest, EveryOpAndTypeStreamedEqualsExecute) {
       ++calls;
     }
   }
-  EXPECT_EQ(Calls(*server_, "ExecuteStream", "Reverse") +
-                Calls(*server_, "ExecuteStream", "Roll") +
+  EXPECT_EQ(Calls(*server_, "ExecuteStream", "Reverse") + Calls(*server_, "ExecuteStream", "Roll") +
                 Calls(*server_, "ExecuteStream", "ReverseSequence") +
                 Calls(*server_, "ExecuteStream", "onnx.ReverseSequence"),
             calls);

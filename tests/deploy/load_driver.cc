@@ -68,12 +68,14 @@ std::string Summary(std::vector<CallTime> calls) {
   std::sort(calls.begin(), calls.end(),
             [](const CallTime& a, const CallTime& b) { return a.latency_ms < b.latency_ms; });
   auto pct = [&](double q) {
-    const size_t i = std::min(calls.size() - 1, static_cast<size_t>(q * static_cast<double>(calls.size())));
+    const size_t i =
+        std::min(calls.size() - 1, static_cast<size_t>(q * static_cast<double>(calls.size())));
     return calls[i].latency_ms;
   };
   char buf[160];
-  std::snprintf(buf, sizeof(buf), "%zu calls (%lld failed), latency p50 %.2f ms, p99 %.2f ms, max %.2f ms",
-                calls.size(), static_cast<long long>(failed), pct(0.5), pct(0.99), calls.back().latency_ms);
+  std::snprintf(
+      buf, sizeof(buf), "%zu calls (%lld failed), latency p50 %.2f ms, p99 %.2f ms, max %.2f ms",
+      calls.size(), static_cast<long long>(failed), pct(0.5), pct(0.99), calls.back().latency_ms);
   return buf;
 }
 
@@ -94,17 +96,28 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     if (i + 1 >= argc) return Usage(("missing value for " + a).c_str());
     std::string v = argv[++i];
-    if (a == "--target") opt.target = v;
-    else if (a == "--threads") opt.threads = std::atoi(v.c_str());
-    else if (a == "--marker") opt.marker = v;
-    else if (a == "--marker_after") opt.marker_after = std::atoll(v.c_str());
-    else if (a == "--stop_file") opt.stop_file = v;
-    else if (a == "--calls_after") opt.calls_after = std::atoll(v.c_str());
-    else if (a == "--max_calls") opt.max_calls = std::atoll(v.c_str());
-    else if (a == "--max_seconds") opt.max_seconds = std::atof(v.c_str());
-    else if (a == "--sleep_us") opt.sleep_us = std::atoi(v.c_str());
-    else if (a == "--window_file") opt.window_file = v;
-    else return Usage(("unknown flag " + a).c_str());
+    if (a == "--target")
+      opt.target = v;
+    else if (a == "--threads")
+      opt.threads = std::atoi(v.c_str());
+    else if (a == "--marker")
+      opt.marker = v;
+    else if (a == "--marker_after")
+      opt.marker_after = std::atoll(v.c_str());
+    else if (a == "--stop_file")
+      opt.stop_file = v;
+    else if (a == "--calls_after")
+      opt.calls_after = std::atoll(v.c_str());
+    else if (a == "--max_calls")
+      opt.max_calls = std::atoll(v.c_str());
+    else if (a == "--max_seconds")
+      opt.max_seconds = std::atof(v.c_str());
+    else if (a == "--sleep_us")
+      opt.sleep_us = std::atoi(v.c_str());
+    else if (a == "--window_file")
+      opt.window_file = v;
+    else
+      return Usage(("unknown flag " + a).c_str());
   }
   if (opt.target.empty() || opt.threads < 1) return Usage("--target is required");
 
@@ -157,7 +170,8 @@ int main(int argc, char** argv) {
       auto out = (*client)->Roll(tensorops::Tensor(in, {kRows, kCols}),
                                  tensorops::Tensor(std::vector<int64_t>{s0, s1}),
                                  tensorops::Tensor(std::vector<int64_t>{0, 1}));
-      const double latency_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      const double latency_ms =
+          std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       bool good = out.ok();
       std::string code = out.ok() ? "OK" : absl::StatusCodeToString(out.status().code());
       if (good) {
@@ -183,7 +197,8 @@ int main(int argc, char** argv) {
                                  : "call " + std::to_string(id) + ": " + out.status().ToString();
         }
       }
-      if (good && ++ok >= opt.marker_after && !opt.marker.empty() && !marker_written.exchange(true)) {
+      if (good && ++ok >= opt.marker_after && !opt.marker.empty() &&
+          !marker_written.exchange(true)) {
         std::ofstream(opt.marker) << ok.load() << "\n";
       }
       ++finished;
@@ -197,13 +212,14 @@ int main(int argc, char** argv) {
 
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
   const int64_t total = finished.load();
-  std::printf("load_driver: %lld calls in %.1f s, %lld OK and verified", static_cast<long long>(total),
-              secs, static_cast<long long>(ok.load()));
+  std::printf("load_driver: %lld calls in %.1f s, %lld OK and verified",
+              static_cast<long long>(total), secs, static_cast<long long>(ok.load()));
   if (finished_at_stop.load() >= 0) {
     std::printf(", %lld after the stop", static_cast<long long>(total - finished_at_stop.load()));
   }
   std::printf("; final status:");
-  for (const auto& [code, n] : codes) std::printf(" %s=%lld", code.c_str(), static_cast<long long>(n));
+  for (const auto& [code, n] : codes)
+    std::printf(" %s=%lld", code.c_str(), static_cast<long long>(n));
   std::printf("\n");
   std::printf("load_driver: all: %s\n", Summary(times).c_str());
   if (!opt.window_file.empty()) {

@@ -34,8 +34,8 @@ namespace {
 using ::tensorops::testing::ServerProcess;
 using Clock = std::chrono::steady_clock;
 
-void SetRaw(v1::Tensor* t, v1::DataType dtype, const std::vector<int64_t>& shape,
-            const void* data, size_t bytes) {
+void SetRaw(v1::Tensor* t, v1::DataType dtype, const std::vector<int64_t>& shape, const void* data,
+            size_t bytes) {
   t->set_dtype(dtype);
   for (int64_t d : shape) t->add_shape(d);
   t->set_raw_data(data, bytes);
@@ -48,9 +48,9 @@ void SetVector(v1::Tensor* t, v1::DataType dtype, const std::vector<T>& v) {
 
 // The kinds of call in the mix, and the codes each may end with.
 enum Kind {
-  kValidSmall,     // Roll of int32 [rows, cols]: OK, or refused under overload
-  kValidLarge,     // Reverse of 1 MiB of uint8: OK, or refused under overload
-  kInvalid,        // axes out of range
+  kValidSmall,  // Roll of int32 [rows, cols]: OK, or refused under overload
+  kValidLarge,  // Reverse of 1 MiB of uint8: OK, or refused under overload
+  kInvalid,     // axes out of range
   kUnknownOp,
   kOversizeTensor,   // past --max_tensor_bytes
   kOversizeMessage,  // past --max_message_bytes
@@ -59,9 +59,9 @@ enum Kind {
   kAbandonedStream,  // ExecuteStream: header and some chunks, then cancelled
   kNumKinds
 };
-const char* const kKindNames[] = {"valid_small",     "valid_large",      "invalid",
-                                  "unknown_op",      "oversize_tensor",  "oversize_message",
-                                  "deadline_short",  "cancelled",        "abandoned_stream"};
+const char* const kKindNames[] = {"valid_small",    "valid_large",     "invalid",
+                                  "unknown_op",     "oversize_tensor", "oversize_message",
+                                  "deadline_short", "cancelled",       "abandoned_stream"};
 
 bool Allowed(Kind kind, grpc::StatusCode code) {
   using C = grpc::StatusCode;
@@ -146,8 +146,7 @@ class Driver {
         small.resize(rows * cols);
         for (auto& v : small) v = static_cast<int32_t>(rng());
         req.set_op(kind == kUnknownOp ? "Transpose" : "Roll");
-        SetRaw(req.add_inputs(), v1::DATA_TYPE_INT32, {rows, cols}, small.data(),
-               small.size() * 4);
+        SetRaw(req.add_inputs(), v1::DATA_TYPE_INT32, {rows, cols}, small.data(), small.size() * 4);
         SetVector(req.add_inputs(), v1::DATA_TYPE_INT64, std::vector<int64_t>{shift});
         SetVector(req.add_inputs(), v1::DATA_TYPE_INT64,
                   std::vector<int64_t>{kind == kInvalid ? 2 : 1});
@@ -299,8 +298,8 @@ TEST(OverloadTest, MixedHostileLoadLeavesNoStuckWorkAndNoGrowth) {
     const Kind kind = static_cast<Kind>(k.first);
     const auto code = static_cast<grpc::StatusCode>(k.second);
     std::printf("%-16s code %2d: %lld\n", kKindNames[kind], k.second, static_cast<long long>(n));
-    EXPECT_TRUE(Allowed(kind, code)) << kKindNames[kind] << " ended with code " << k.second
-                                     << " (" << n << " calls)";
+    EXPECT_TRUE(Allowed(kind, code))
+        << kKindNames[kind] << " ended with code " << k.second << " (" << n << " calls)";
     calls += n;
     per_kind[kind] += n;
   }

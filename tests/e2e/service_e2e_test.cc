@@ -65,8 +65,8 @@ std::shared_ptr<grpc::Channel> NewChannel(const std::string& address) {
   args.SetMaxSendMessageSize(-1);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-  EXPECT_TRUE(channel->WaitForConnected(std::chrono::system_clock::now() +
-                                        std::chrono::seconds(10)));
+  EXPECT_TRUE(
+      channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10)));
   return channel;
 }
 
@@ -192,8 +192,8 @@ v1::Tensor Int32Data(const Shape& shape, const std::vector<int32_t>& values, boo
   t.set_dtype(v1::DATA_TYPE_INT32);
   for (int64_t d : shape) t.add_shape(d);
   if (raw) {
-    t.set_raw_data(std::string(reinterpret_cast<const char*>(values.data()),
-                               values.size() * sizeof(int32_t)));
+    t.set_raw_data(
+        std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(int32_t)));
   } else {
     for (int32_t v : values) t.add_int32_data(v);
   }
@@ -227,7 +227,8 @@ struct Case {
 
 // Empty string when `resp` carries exactly the expected int32 output.
 std::string CheckReply(const Case& c, const v1::ExecuteResponse& resp) {
-  if (resp.outputs_size() != 1) return "expected 1 output, got " + std::to_string(resp.outputs_size());
+  if (resp.outputs_size() != 1)
+    return "expected 1 output, got " + std::to_string(resp.outputs_size());
   const v1::Tensor& out = resp.outputs(0);
   if (out.dtype() != v1::DATA_TYPE_INT32) return "wrong dtype " + std::to_string(out.dtype());
   if (Shape(out.shape().begin(), out.shape().end()) != c.shape) return "wrong shape";
@@ -309,8 +310,7 @@ Case ReverseMaskCase(const Shape& shape, const std::vector<int32_t>& data, bool 
   return c;
 }
 
-Case RollCase(const Shape& shape, const std::vector<int32_t>& data, bool raw,
-              std::mt19937& rng) {
+Case RollCase(const Shape& shape, const std::vector<int32_t>& data, bool raw, std::mt19937& rng) {
   Case c{"Roll", {}, shape, {}, raw};
   const int rank = static_cast<int>(shape.size());
   std::vector<int64_t> total(rank, 0), shifts, axes;
@@ -384,11 +384,16 @@ Case OnnxReverseSequenceCase(const Shape& shape, const std::vector<int32_t>& dat
 Case MakeCase(int kind, const Shape& shape, bool raw, std::mt19937& rng) {
   const std::vector<int32_t> data = RandomValues(NumElements(shape), rng);
   switch (kind) {
-    case 0: return ReverseIndexCase(shape, data, raw, rng);
-    case 1: return ReverseMaskCase(shape, data, raw, rng);
-    case 2: return ReverseSequenceCase(shape, data, raw, rng);
-    case 3: return RollCase(shape, data, raw, rng);
-    default: return OnnxReverseSequenceCase(shape, data, raw, rng);
+    case 0:
+      return ReverseIndexCase(shape, data, raw, rng);
+    case 1:
+      return ReverseMaskCase(shape, data, raw, rng);
+    case 2:
+      return ReverseSequenceCase(shape, data, raw, rng);
+    case 3:
+      return RollCase(shape, data, raw, rng);
+    default:
+      return OnnxReverseSequenceCase(shape, data, raw, rng);
   }
 }
 
@@ -449,7 +454,8 @@ bool FromBuffer(const grpc::ByteBuffer& buffer, google::protobuf::Message* m) {
   std::vector<grpc::Slice> slices;
   if (!buffer.Dump(&slices).ok()) return false;
   std::string bytes;
-  for (const grpc::Slice& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  for (const grpc::Slice& s : slices)
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
   return m->ParseFromString(bytes);
 }
 
@@ -567,7 +573,9 @@ class HealthWatch {
   bool started_ = false;
 };
 
-bool ExitedZero(int status) { return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+bool ExitedZero(int status) {
+  return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
 
 // SIGTERM and the exit status. Callers drop their channels first: gRPC's
 // server shutdown waits (up to the server's 5 s limit) for open client
@@ -626,7 +634,8 @@ TEST(ServiceE2ETest, ConcurrentClientsVerifiedAndCounted) {
   auto server = StartServer({"--threads=2", "--min_parallel_bytes=1024"});
   ASSERT_NE(server, nullptr);
   std::vector<std::shared_ptr<v1::TensorOps::Stub>> stubs;
-  for (int i = 0; i < 4; ++i) stubs.push_back(v1::TensorOps::NewStub(NewChannel(server->address())));
+  for (int i = 0; i < 4; ++i)
+    stubs.push_back(v1::TensorOps::NewStub(NewChannel(server->address())));
 
   constexpr int kThreads = 64, kPerThread = 30;
   std::mutex mu;
@@ -675,7 +684,8 @@ TEST(ServiceE2ETest, ConcurrentClientsVerifiedAndCounted) {
               sent_ok[op]);
     EXPECT_EQ(Sample(body, "tensorops_kernel_duration_seconds_count", {{"op", op}}), sent_ok[op]);
     EXPECT_EQ(Sample(body, "tensorops_request_size_bytes_count", {{"op", op}}), sent_ok[op]);
-    EXPECT_EQ(Sample(body, "tensorops_dropped_requests_total", {{"op", op}, {"reason", "deadline"}}), 0);
+    EXPECT_EQ(
+        Sample(body, "tensorops_dropped_requests_total", {{"op", op}, {"reason", "deadline"}}), 0);
   }
   EXPECT_EQ(Sample(body, "tensorops_inflight_requests", {}), 0);
   EXPECT_EQ(Sample(body, "tensorops_inflight_bytes", {}), 0);
@@ -727,7 +737,8 @@ TEST(ServiceE2ETest, QueueLimitRejects) {
   const v1::ExecuteRequest big = BigRoll(int64_t{128} << 20);
   v1::ExecuteResponse big_resp;
   grpc::Status big_status;
-  std::thread big_thread([&] { big_status = Call(big_stub.get(), big, &big_resp, std::chrono::seconds(40)); });
+  std::thread big_thread(
+      [&] { big_status = Call(big_stub.get(), big, &big_resp, std::chrono::seconds(40)); });
   if (!WaitUntil([&] { return OneRequestRunning(*server); }, 20000, 2)) {
     big_thread.join();
     FAIL() << "the big request never started: " << big_status.error_code() << " "
@@ -819,7 +830,8 @@ TEST(ServiceE2ETest, DeadlinePassedInQueueIsDropped) {
   const v1::ExecuteRequest big = BigRoll(int64_t{200} << 20);
   v1::ExecuteResponse big_resp;
   grpc::Status big_status;
-  std::thread big_thread([&] { big_status = Call(big_stub.get(), big, &big_resp, std::chrono::seconds(40)); });
+  std::thread big_thread(
+      [&] { big_status = Call(big_stub.get(), big, &big_resp, std::chrono::seconds(40)); });
   if (!WaitUntil([&] { return OneRequestRunning(*server); }, 20000, 2)) {
     big_thread.join();
     FAIL() << "the big request never started: " << big_status.error_code() << " "
@@ -832,14 +844,16 @@ TEST(ServiceE2ETest, DeadlinePassedInQueueIsDropped) {
   const auto sent = Clock::now();
   // 20 ms reaches the server and expires in its queue; a sanitizer build
   // needs longer just to send it (the big kernel there takes seconds).
-  const grpc::Status small_status = Call(small_stub.get(), small.request, &small_resp,
-                                         std::chrono::milliseconds(testing::kSanitized ? 1000 : 20));
+  const grpc::Status small_status =
+      Call(small_stub.get(), small.request, &small_resp,
+           std::chrono::milliseconds(testing::kSanitized ? 1000 : 20));
   const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - sent);
   EXPECT_EQ(small_status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
       << small_status.error_message();
   EXPECT_LT(waited.count(), 2000);
   // Still busy with the big request: the small one is queued behind it.
-  EXPECT_EQ(SampleOr(Scrape(*server), "tensorops_kernel_duration_seconds_count", {{"op", "Roll"}}, -1), 0)
+  EXPECT_EQ(
+      SampleOr(Scrape(*server), "tensorops_kernel_duration_seconds_count", {{"op", "Roll"}}, -1), 0)
       << "the big request finished before the small deadline passed: make it bigger";
 
   big_thread.join();
@@ -850,8 +864,12 @@ TEST(ServiceE2ETest, DeadlinePassedInQueueIsDropped) {
   std::printf("big Roll kernel: %.0f ms; the small request waited %lld ms for DEADLINE_EXCEEDED\n",
               1000 * SampleOr(body, "tensorops_kernel_duration_seconds_sum", {{"op", "Roll"}}, -1),
               static_cast<long long>(waited.count()));
-  EXPECT_EQ(Sample(body, "tensorops_dropped_requests_total", {{"op", "Reverse"}, {"reason", "deadline"}}), 1);
-  EXPECT_EQ(Sample(body, "tensorops_dropped_requests_total", {{"op", "Reverse"}, {"reason", "cancelled"}}), 0);
+  EXPECT_EQ(
+      Sample(body, "tensorops_dropped_requests_total", {{"op", "Reverse"}, {"reason", "deadline"}}),
+      1);
+  EXPECT_EQ(Sample(body, "tensorops_dropped_requests_total",
+                   {{"op", "Reverse"}, {"reason", "cancelled"}}),
+            0);
   EXPECT_EQ(Sample(body, "tensorops_kernel_duration_seconds_count", {{"op", "Reverse"}}), 0);
   EXPECT_EQ(Sample(body, "tensorops_kernel_duration_seconds_count", {{"op", "Roll"}}), 1);
   EXPECT_EQ(Sample(body, "tensorops_requests_total",
@@ -885,7 +903,8 @@ TEST(ServiceE2ETest, HealthCheckWatchAndSigterm) {
   }
   {
     HCR::ServingStatus s = HCR::UNKNOWN;
-    EXPECT_EQ(HealthCheck(channel, "no.such.Service", &s).error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_EQ(HealthCheck(channel, "no.such.Service", &s).error_code(),
+              grpc::StatusCode::NOT_FOUND);
   }
 
   int exit_status = -1;
@@ -913,8 +932,8 @@ TEST(ServiceE2ETest, HealthCheckWatchAndSigterm) {
     if (st.ok()) {
       EXPECT_EQ(s, HCR::NOT_SERVING);
     } else {
-      EXPECT_THAT(st.error_code(), ::testing::AnyOf(grpc::StatusCode::UNAVAILABLE,
-                                                    grpc::StatusCode::CANCELLED))
+      EXPECT_THAT(st.error_code(),
+                  ::testing::AnyOf(grpc::StatusCode::UNAVAILABLE, grpc::StatusCode::CANCELLED))
           << st.error_message();
     }
   }  // the watch is cancelled here, so it does not hold up the server's shutdown
@@ -933,10 +952,12 @@ TEST(ServiceE2ETest, HealthCheckWatchAndSigterm) {
 
 TEST(ServiceE2ETest, SigtermUnderLoadDrainsCleanly) {
   constexpr int kDrainSeconds = 5;
-  auto server = StartServer({"--threads=2", "--drain_timeout=" + std::to_string(kDrainSeconds) + "s"});
+  auto server =
+      StartServer({"--threads=2", "--drain_timeout=" + std::to_string(kDrainSeconds) + "s"});
   ASSERT_NE(server, nullptr);
   std::vector<std::shared_ptr<v1::TensorOps::Stub>> stubs;
-  for (int i = 0; i < 4; ++i) stubs.push_back(v1::TensorOps::NewStub(NewChannel(server->address())));
+  for (int i = 0; i < 4; ++i)
+    stubs.push_back(v1::TensorOps::NewStub(NewChannel(server->address())));
 
   constexpr int kThreads = 16;
   std::atomic<bool> signalled{false};
@@ -994,19 +1015,23 @@ TEST(ServiceE2ETest, SigtermUnderLoadDrainsCleanly) {
   EXPECT_TRUE(server->Signal(SIGTERM));  // no ASSERT: the threads must be joined
   const auto signalled_at = Clock::now();
   const int exit_status = server->WaitForExit((kDrainSeconds + 5) * 1000);
-  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - signalled_at);
+  const auto took =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - signalled_at);
   gone.store(true);
   for (auto& th : threads) th.join();
 
-  EXPECT_TRUE(ExitedZero(exit_status)) << DescribeExit(exit_status) << " after " << took.count() << " ms";
-  EXPECT_TRUE(failures.empty()) << failures.size() << " replies neither a verified OK nor UNAVAILABLE"
+  EXPECT_TRUE(ExitedZero(exit_status))
+      << DescribeExit(exit_status) << " after " << took.count() << " ms";
+  EXPECT_TRUE(failures.empty()) << failures.size()
+                                << " replies neither a verified OK nor UNAVAILABLE"
                                 << "; first: " << failures.front();
   EXPECT_GT(ok_before.load() + ok_after.load(), 0);
   EXPECT_EQ(final_unavailable.load(), kThreads);
-  std::printf("SIGTERM under load: %d OK before, %d OK sent after the signal, %d UNAVAILABLE, "
-              "%zu other; exit after %lld ms\n",
-              ok_before.load(), ok_after.load(), unavailable.load(), failures.size(),
-              static_cast<long long>(took.count()));
+  std::printf(
+      "SIGTERM under load: %d OK before, %d OK sent after the signal, %d UNAVAILABLE, "
+      "%zu other; exit after %lld ms\n",
+      ok_before.load(), ok_after.load(), unavailable.load(), failures.size(),
+      static_cast<long long>(took.count()));
 }
 
 // ---------------------------------------------------------------------------

@@ -37,9 +37,9 @@ std::string Bytes(const std::vector<T>& v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
 }
 
-v1::ExecuteStreamRequest Header(const std::string& op,
-                                const std::vector<std::pair<v1::DataType, std::vector<int64_t>>>& ins,
-                                const std::vector<std::string>& data) {
+v1::ExecuteStreamRequest Header(
+    const std::string& op, const std::vector<std::pair<v1::DataType, std::vector<int64_t>>>& ins,
+    const std::vector<std::string>& data) {
   v1::ExecuteStreamRequest m;
   v1::StreamHeader* h = m.mutable_header();
   h->set_op(op);
@@ -70,7 +70,7 @@ struct Result {
 
 // Sends `messages` (stopping at the first failed write), closes, reads all.
 Result Call(v1::TensorOps::Stub* stub, const std::vector<v1::ExecuteStreamRequest>& messages,
-           bool close = true) {
+            bool close = true) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   std::unique_ptr<Stream> stream = stub->ExecuteStream(&ctx);
@@ -95,8 +95,8 @@ Result Call(v1::TensorOps::Stub* stub, const std::vector<v1::ExecuteStreamReques
 }
 
 // Splits `data` of input `tensor` into chunks of `size` bytes.
-void AddChunks(std::vector<v1::ExecuteStreamRequest>* out, uint32_t tensor,
-               const std::string& data, size_t size) {
+void AddChunks(std::vector<v1::ExecuteStreamRequest>* out, uint32_t tensor, const std::string& data,
+               size_t size) {
   for (size_t off = 0; off < data.size(); off += size) {
     out->push_back(Chunk(tensor, off, data.substr(off, size)));
   }
@@ -106,11 +106,11 @@ class StreamProtocolTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     server_ = new ServerProcess;
-    ASSERT_TRUE(server_
-                    ->Start(TENSOROPS_SERVER_PATH,
-                            {"--metrics_port=0", "--stream_chunk_bytes=65536", "--threads=2",
-                             "--max_stream_bytes=1073741824"})
-                    .ok());
+    ASSERT_TRUE(
+        server_
+            ->Start(TENSOROPS_SERVER_PATH, {"--metrics_port=0", "--stream_chunk_bytes=65536",
+                                            "--threads=2", "--max_stream_bytes=1073741824"})
+            .ok());
   }
   static void TearDownTestSuite() {
     delete server_;
@@ -135,9 +135,8 @@ class StreamProtocolTest : public ::testing::Test {
     c.data = Bytes(v);
     c.shift = Bytes(std::vector<int64_t>{1});
     c.axes = Bytes(std::vector<int64_t>{0});
-    c.headers = {{v1::DATA_TYPE_INT32, {rows, 3}},
-                 {v1::DATA_TYPE_INT64, {1}},
-                 {v1::DATA_TYPE_INT64, {1}}};
+    c.headers = {
+        {v1::DATA_TYPE_INT32, {rows, 3}}, {v1::DATA_TYPE_INT64, {1}}, {v1::DATA_TYPE_INT64, {1}}};
     c.expected.resize(v.size());
     for (int64_t r = 0; r < rows; ++r) {
       for (int k = 0; k < 3; ++k) c.expected[((r + 1) % rows) * 3 + k] = v[r * 3 + k];
@@ -172,8 +171,7 @@ TEST_F(StreamProtocolTest, RollInManyChunksComesBackInChunksWithItsCrc) {
 
 TEST_F(StreamProtocolTest, ChunksOfDifferentInputsMayInterleaveAndSplitElements) {
   const RollCall c = MakeRoll(1000);
-  std::vector<v1::ExecuteStreamRequest> m = {
-      Header("Roll", c.headers, {c.data, c.shift, c.axes})};
+  std::vector<v1::ExecuteStreamRequest> m = {Header("Roll", c.headers, {c.data, c.shift, c.axes})};
   // 7-byte chunks split int32 elements; the small inputs go in between.
   for (size_t off = 0; off < c.data.size(); off += 7) {
     m.push_back(Chunk(0, off, c.data.substr(off, 7)));
@@ -246,27 +244,29 @@ TEST_F(StreamProtocolTest, ChunksOutOfPlaceAreRejected) {
     m.push_back(Chunk(1, 8, std::string(8, '\0')));
     Result r = Call(stub_.get(), m);
     EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-    EXPECT_THAT(r.status.error_message(),
-                HasSubstr("chunk for inputs[1] ('shift') runs past its end: offset 8 + 8 bytes > 8"));
+    EXPECT_THAT(
+        r.status.error_message(),
+        HasSubstr("chunk for inputs[1] ('shift') runs past its end: offset 8 + 8 bytes > 8"));
   }
   {
     SCOPED_TRACE("unknown tensor");
-    Result r = Call(stub_.get(), {Header("Roll", c.headers, {c.data, c.shift, c.axes}),
-                                 Chunk(3, 0, "abcd")});
+    Result r = Call(stub_.get(),
+                    {Header("Roll", c.headers, {c.data, c.shift, c.axes}), Chunk(3, 0, "abcd")});
     EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-    EXPECT_THAT(r.status.error_message(), HasSubstr("chunk.tensor is 3 but the header has 3 inputs"));
+    EXPECT_THAT(r.status.error_message(),
+                HasSubstr("chunk.tensor is 3 but the header has 3 inputs"));
   }
   {
     SCOPED_TRACE("empty chunk");
-    Result r = Call(stub_.get(), {Header("Roll", c.headers, {c.data, c.shift, c.axes}),
-                                 Chunk(0, 0, "")});
+    Result r =
+        Call(stub_.get(), {Header("Roll", c.headers, {c.data, c.shift, c.axes}), Chunk(0, 0, "")});
     EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_THAT(r.status.error_message(), HasSubstr("empty chunk for inputs[0]"));
   }
   {
     SCOPED_TRACE("oversize chunk");
     Result r = Call(stub_.get(), {Header("Roll", c.headers, {c.data, c.shift, c.axes}),
-                                 Chunk(0, 0, c.data.substr(0, 65537))});
+                                  Chunk(0, 0, c.data.substr(0, 65537))});
     EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_THAT(r.status.error_message(),
                 HasSubstr("chunk of 65537 bytes for inputs[0] ('data') exceeds the limit of 65536 "
@@ -288,15 +288,19 @@ TEST_F(StreamProtocolTest, HeaderRules) {
     return std::vector<v1::ExecuteStreamRequest>{h};
   };
   const std::vector<Case> cases = {
-      {"chunk first", {Chunk(0, 0, "abcd")}, grpc::StatusCode::INVALID_ARGUMENT,
+      {"chunk first",
+       {Chunk(0, 0, "abcd")},
+       grpc::StatusCode::INVALID_ARGUMENT,
        "the first ExecuteStream message must be a header"},
       {"nothing at all", {}, grpc::StatusCode::INVALID_ARGUMENT, "ended before its header"},
       {"two headers",
        {Header("Roll", c.headers, {}), Header("Roll", c.headers, {})},
-       grpc::StatusCode::INVALID_ARGUMENT, "a second header"},
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "a second header"},
       {"unknown op", with([](v1::StreamHeader* h) { h->set_op("Transpose"); }),
        grpc::StatusCode::UNIMPLEMENTED, "unknown op \"Transpose\""},
-      {"STRING", with([](v1::StreamHeader* h) { h->mutable_inputs(0)->set_dtype(v1::DATA_TYPE_STRING); }),
+      {"STRING",
+       with([](v1::StreamHeader* h) { h->mutable_inputs(0)->set_dtype(v1::DATA_TYPE_STRING); }),
        grpc::StatusCode::INVALID_ARGUMENT, "header.inputs[0].dtype is STRING"},
       {"no dtype", with([](v1::StreamHeader* h) { h->mutable_inputs(1)->clear_dtype(); }),
        grpc::StatusCode::INVALID_ARGUMENT, "header.inputs[1].dtype is 0"},
@@ -307,21 +311,18 @@ TEST_F(StreamProtocolTest, HeaderRules) {
       {"wrong type for shift",
        with([](v1::StreamHeader* h) { h->mutable_inputs(1)->set_dtype(v1::DATA_TYPE_FLOAT32); }),
        grpc::StatusCode::INVALID_ARGUMENT, "input 'shift' (inputs[1]) has type FLOAT32"},
-      {"unknown attribute",
-       with([](v1::StreamHeader* h) {
+      {"unknown attribute", with([](v1::StreamHeader* h) {
          (*h->mutable_attrs()->mutable_fields())["bogus"].set_number_value(1);
        }),
        grpc::StatusCode::INVALID_ARGUMENT, "unknown attribute \"bogus\""},
-      {"rank past --max_rank",
-       with([](v1::StreamHeader* h) {
+      {"rank past --max_rank", with([](v1::StreamHeader* h) {
          for (int i = 0; i < 40; ++i) h->mutable_inputs(0)->add_shape(1);
        }),
        grpc::StatusCode::INVALID_ARGUMENT, "the limit is 32 (--max_rank)"},
       {"past --max_stream_bytes",
        with([](v1::StreamHeader* h) { h->mutable_inputs(0)->set_shape(0, int64_t{1} << 28); }),
        grpc::StatusCode::RESOURCE_EXHAUSTED, "(--max_stream_bytes)"},
-      {"shape overflows int64",
-       with([](v1::StreamHeader* h) {
+      {"shape overflows int64", with([](v1::StreamHeader* h) {
          h->mutable_inputs(0)->set_shape(0, int64_t{1} << 62);
          h->mutable_inputs(0)->set_shape(1, 16);
        }),
@@ -338,8 +339,8 @@ TEST_F(StreamProtocolTest, HeaderRules) {
 TEST_F(StreamProtocolTest, BoolBytesMustBeZeroOrOneAsInExecute) {
   const std::string data = Bytes(std::vector<float>{1, 2, 3, 4, 5, 6});
   const std::string mask("\x01\x02", 2);
-  v1::ExecuteStreamRequest h = Header(
-      "Reverse", {{v1::DATA_TYPE_FLOAT32, {2, 3}}, {v1::DATA_TYPE_BOOL, {2}}}, {data, mask});
+  v1::ExecuteStreamRequest h =
+      Header("Reverse", {{v1::DATA_TYPE_FLOAT32, {2, 3}}, {v1::DATA_TYPE_BOOL, {2}}}, {data, mask});
   (*h.mutable_header()->mutable_attrs()->mutable_fields())["mode"].set_string_value("mask");
   Result r = Call(stub_.get(), {h, Chunk(0, 0, data), Chunk(1, 0, mask)});
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
@@ -442,9 +443,9 @@ TEST_F(StreamProtocolTest, CancelledStreamFreesItsMemory) {
 // --max_connection_age + --max_connection_age_grace close its connection.
 TEST(StreamStallTest, StalledUploadEndsWithTheConnectionAge) {
   ServerProcess server;
-  ASSERT_TRUE(server.Start(TENSOROPS_SERVER_PATH,
-                           {"--metrics_port=0", "--max_connection_age=1s",
-                            "--max_connection_age_grace=1s"})
+  ASSERT_TRUE(server
+                  .Start(TENSOROPS_SERVER_PATH, {"--metrics_port=0", "--max_connection_age=1s",
+                                                 "--max_connection_age_grace=1s"})
                   .ok());
   auto stub = v1::TensorOps::NewStub(
       grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
@@ -473,9 +474,9 @@ TEST(StreamStallTest, StalledUploadEndsWithTheConnectionAge) {
 // Admission control counts a stream's bytes from its header on.
 TEST(StreamAdmissionTest, StreamedBytesCountAgainstTheInflightBudget) {
   ServerProcess server;
-  ASSERT_TRUE(server.Start(TENSOROPS_SERVER_PATH,
-                           {"--metrics_port=0", "--max_inflight_bytes=100000000"})
-                  .ok());
+  ASSERT_TRUE(
+      server.Start(TENSOROPS_SERVER_PATH, {"--metrics_port=0", "--max_inflight_bytes=100000000"})
+          .ok());
   auto stub = v1::TensorOps::NewStub(
       grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
   auto header = [](int64_t n) {

@@ -233,9 +233,9 @@ TEST(ReverseSemantics, AxisOutOfRangeRejected) {
 TEST(ReverseSpec, IndexLengthAboveRankAccepted) {
   std::mt19937_64 rng(12);
   const TestTensor data4 = RandomTensor(DType::kFloat32, {2, 3, 4, 5}, &rng);
-  EXPECT_TRUE(Matches(ReferenceReverse(data4, {0, 1, 2, 3}),
-                      RunOp("Reverse", {data4, Vec(DType::kInt64, {0, -1, 1, 2, 3, 3, 2})},
-                            kIndex)));
+  EXPECT_TRUE(
+      Matches(ReferenceReverse(data4, {0, 1, 2, 3}),
+              RunOp("Reverse", {data4, Vec(DType::kInt64, {0, -1, 1, 2, 3, 3, 2})}, kIndex)));
   const TestTensor data = Small();  // rank 2
   EXPECT_TRUE(Matches(ReferenceReverse(data, {0, 1}),
                       RunOp("Reverse", {data, Vec(DType::kInt64, {0, 1, 0})}, kIndex)));
@@ -247,8 +247,8 @@ TEST(ReverseSpec, IndexLengthAboveRankAccepted) {
   // Many entries, every one of them still checked: the bad one is named by index.
   std::vector<int64_t> many(100, 1);
   many[73] = 2;
-  EXPECT_INVALID(RunOp("Reverse", {data, Vec(DType::kInt64, many)}, kIndex), "Reverse",
-                 "axis[73]", "2");
+  EXPECT_INVALID(RunOp("Reverse", {data, Vec(DType::kInt64, many)}, kIndex), "Reverse", "axis[73]",
+                 "2");
 }
 
 // semantics: "Duplicates (also after normalising negatives) are merged: each

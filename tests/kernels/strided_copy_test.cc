@@ -21,9 +21,8 @@ TEST(ReverseBlocksTest, MatchesBlockByBlockReversal) {
       for (char& c : src) c = static_cast<char>(rng());
       ReverseBlocks(dst.data() + 1, src.data() + 1, n, block);
       for (int64_t i = 0; i < n; ++i) {
-        ASSERT_EQ(std::memcmp(dst.data() + 1 + i * block, src.data() + 1 + (n - 1 - i) * block,
-                              block),
-                  0)
+        ASSERT_EQ(
+            std::memcmp(dst.data() + 1 + i * block, src.data() + 1 + (n - 1 - i) * block, block), 0)
             << "block index " << i;
       }
       // Nothing written outside [1, 1 + n*block).

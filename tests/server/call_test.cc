@@ -31,12 +31,11 @@ class CallTest : public ::testing::Test {
     metrics_ = std::make_unique<Metrics>(names);
     Metrics* metrics = metrics_.get();
     admission_ = std::make_unique<AdmissionController>(
-        max_queue, 1 << 20, [metrics](int64_t i, int64_t b, int64_t q) {
-          metrics->SetAdmission(i, b, q);
-        });
+        max_queue, 1 << 20,
+        [metrics](int64_t i, int64_t b, int64_t q) { metrics->SetAdmission(i, b, q); });
     pool_ = std::make_unique<ThreadPool>(2);
-    pipeline_ = std::make_unique<CallPipeline>(&registry_, pool_.get(), admission_.get(),
-                                               metrics, options);
+    pipeline_ =
+        std::make_unique<CallPipeline>(&registry_, pool_.get(), admission_.get(), metrics, options);
   }
 
   // A Call whose RPC finish sets `finished_` and notifies `done_`.
@@ -102,9 +101,9 @@ TEST_F(CallTest, RunsOnThePoolThenFinishesOnceAndGivesBackTheBudget) {
   EXPECT_EQ(admission_->inflight_requests(), 0);
   EXPECT_EQ(Sample("tensorops_inflight_bytes", {}), 0);
   // The alias counts under the canonical name.
-  EXPECT_EQ(Sample("tensorops_requests_total",
-                   {{"method", "Execute"}, {"op", "Roll"}, {"code", "OK"}}),
-            1);
+  EXPECT_EQ(
+      Sample("tensorops_requests_total", {{"method", "Execute"}, {"op", "Roll"}, {"code", "OK"}}),
+      1);
   EXPECT_EQ(Sample("tensorops_queue_duration_seconds_count", {{"op", "Roll"}}), 1);
   EXPECT_EQ(Sample("tensorops_kernel_duration_seconds_count", {{"op", "Roll"}}), 1);
   EXPECT_EQ(Sample("tensorops_request_size_bytes_sum", {{"op", "Roll"}}), 10);

@@ -1,6 +1,8 @@
 // Request size limits (wire/limits.h) and the overflow paths of decoding:
 // shape products, byte sizes, string payloads, request totals, sums of Roll
 // shifts. Also checks the limits reach the gRPC service (in-process server).
+#include "wire/limits.h"
+
 #include <grpcpp/grpcpp.h>
 
 #include <cstdint>
@@ -14,10 +16,9 @@
 #include "gtest/gtest.h"
 #include "kernels/op_registry.h"
 #include "server/execution.h"
-#include "wire/limits.h"
 #include "server/server.h"
-#include "wire/tensor_codec.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
+#include "wire/tensor_codec.h"
 
 namespace tensorops {
 namespace {
@@ -71,8 +72,8 @@ TEST_F(LimitsTest, DefaultsAreTheDocumentedOnes) {
 }
 
 TEST_F(LimitsTest, RankAtTheLimitPassesAboveIsInvalidArgument) {
-  EXPECT_TRUE(Run(ReverseRequest(RawTensor(v1::DATA_TYPE_INT8, std::vector<int64_t>(32, 1), 1)))
-                  .ok());
+  EXPECT_TRUE(
+      Run(ReverseRequest(RawTensor(v1::DATA_TYPE_INT8, std::vector<int64_t>(32, 1), 1))).ok());
   const absl::Status st =
       Run(ReverseRequest(RawTensor(v1::DATA_TYPE_INT8, std::vector<int64_t>(33, 1), 1)));
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
@@ -140,7 +141,8 @@ TEST_F(LimitsTest, BytesPerRequestCountInputsAndOutput) {
   l.max_request_bytes = 199;
   absl::Status st = Run(ReverseRequest(RawTensor(v1::DATA_TYPE_UINT8, {100}, 100)), l);
   EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(st.message(), HasSubstr("plus 100 bytes of output; the limit is 199 (--max_request_bytes)"));
+  EXPECT_THAT(st.message(),
+              HasSubstr("plus 100 bytes of output; the limit is 199 (--max_request_bytes)"));
   // Inputs alone past it: rejected while decoding.
   l.max_request_bytes = 99;
   st = Run(ReverseRequest(RawTensor(v1::DATA_TYPE_UINT8, {100}, 100)), l);

@@ -294,8 +294,8 @@ TEST_F(MetricsTest, UnknownOpNamesAreRecordedAsUnknown) {
   const int unknown = metrics_->OpIndex("NoSuchOp");
   // Drops are shared with another test: compare against a scrape taken first.
   const std::string before = Scrape();
-  metrics_->RecordCall(CallMethod::kExecute, unknown, grpc::StatusCode::NOT_FOUND, 0.0009765625,
-                       10, 0);
+  metrics_->RecordCall(CallMethod::kExecute, unknown, grpc::StatusCode::NOT_FOUND, 0.0009765625, 10,
+                       0);
   // Never called by the service for unknown ops, but must be harmless.
   metrics_->RecordKernel(unknown, 1.0, 1.0);
   metrics_->RecordDropped(unknown, Metrics::DropReason::kDeadline);
@@ -325,10 +325,9 @@ TEST_F(MetricsTest, UnknownOpNamesAreRecordedAsUnknown) {
 TEST_F(MetricsTest, ExecuteStreamCountsTensorBytesNotMessageSizes) {
   const int reverse = metrics_->OpIndex("Reverse");
   const std::string before = Scrape();
-  metrics_->RecordCall(CallMethod::kExecuteStream, reverse, grpc::StatusCode::OK, 0.5, 3000,
-                       2000);
-  metrics_->RecordCall(CallMethod::kExecuteStream, reverse, grpc::StatusCode::DATA_LOSS, 0.25,
-                       100, 0);
+  metrics_->RecordCall(CallMethod::kExecuteStream, reverse, grpc::StatusCode::OK, 0.5, 3000, 2000);
+  metrics_->RecordCall(CallMethod::kExecuteStream, reverse, grpc::StatusCode::DATA_LOSS, 0.25, 100,
+                       0);
   const std::string body = Scrape();
   EXPECT_EQ(Value(body, "tensorops_requests_total",
                   {{"method", "ExecuteStream"}, {"op", "Reverse"}, {"code", "OK"}}),
@@ -337,10 +336,10 @@ TEST_F(MetricsTest, ExecuteStreamCountsTensorBytesNotMessageSizes) {
                   {{"method", "ExecuteStream"}, {"op", "Reverse"}, {"code", "DATA_LOSS"}}),
             1);
   ExpectHistogram(body, "tensorops_request_duration_seconds",
-                  {{"method", "ExecuteStream"}, {"op", "Reverse"}}, kDurationBuckets,
-                  {0.5, 0.25});
-  EXPECT_EQ(Value(body, "tensorops_stream_bytes_total", {{"op", "Reverse"}, {"direction", "received"}}),
-            3100);
+                  {{"method", "ExecuteStream"}, {"op", "Reverse"}}, kDurationBuckets, {0.5, 0.25});
+  EXPECT_EQ(
+      Value(body, "tensorops_stream_bytes_total", {{"op", "Reverse"}, {"direction", "received"}}),
+      3100);
   EXPECT_EQ(Value(body, "tensorops_stream_bytes_total", {{"op", "Reverse"}, {"direction", "sent"}}),
             2000);
   // Execute's message-size histograms are not touched by a streamed call.
