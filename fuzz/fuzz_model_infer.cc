@@ -13,8 +13,8 @@
 #include "absl/status/status.h"
 #include "fuzz/fuzz_util.h"
 #include "inference/grpc_service.pb.h"
-#include "wire/limits.h"
 #include "server/oip_codec.h"
+#include "wire/limits.h"
 
 namespace {
 

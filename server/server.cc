@@ -285,8 +285,7 @@ void TensorOpsServer::Shutdown() {
   // would instead cancel what reaches it before they read its GOAWAY
   // (CANCELLED, which no client may see unless it cancelled).
   ServedAddresses served{{port_}, extra_unix_paths_};
-  served.tcp_ports.insert(served.tcp_ports.end(), extra_tcp_ports_.begin(),
-                          extra_tcp_ports_.end());
+  served.tcp_ports.insert(served.tcp_ports.end(), extra_tcp_ports_.begin(), extra_tcp_ports_.end());
   g_listeners_shut.store(true);
   const std::vector<int> listeners = ShutdownListeners(served);
   const absl::Time close_deadline = absl::Now() + kConnectionsCloseWait;

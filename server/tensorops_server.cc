@@ -21,7 +21,8 @@
 
 ABSL_FLAG(std::string, host, tensorops::ServerOptions().host,
           "Address to listen on for gRPC (0.0.0.0 accepts connections from other hosts).");
-ABSL_FLAG(int, port, tensorops::ServerOptions().port, "gRPC port; 0 picks a free port (printed at start).");
+ABSL_FLAG(int, port, tensorops::ServerOptions().port,
+          "gRPC port; 0 picks a free port (printed at start).");
 ABSL_FLAG(std::vector<std::string>, listen, tensorops::ServerOptions().listen,
           "More addresses to serve the same services on, comma-separated, as gRPC names "
           "them: e.g. unix:/run/tensorops/tensorops.sock for sidecars on this host, or "
@@ -30,10 +31,12 @@ ABSL_FLAG(std::string, shared_memory, "none",
           "Open Inference Protocol shared memory: 'none' (default) or 'system' (callers on this "
           "host may register POSIX shared-memory objects, which the server then maps; never "
           "turn on for callers you would not let open files under /dev/shm).");
-ABSL_FLAG(std::string, shared_memory_key_prefix, tensorops::ServerOptions().shared_memory_key_prefix,
+ABSL_FLAG(std::string, shared_memory_key_prefix,
+          tensorops::ServerOptions().shared_memory_key_prefix,
           "With --shared_memory=system: only shared-memory keys starting with this (e.g. "
           "/tensorops-) may be registered; empty allows any.");
-ABSL_FLAG(int, threads, tensorops::ServerOptions().threads, "Kernel thread pool size; 0 means one per hardware thread.");
+ABSL_FLAG(int, threads, tensorops::ServerOptions().threads,
+          "Kernel thread pool size; 0 means one per hardware thread.");
 ABSL_FLAG(int64_t, max_queue, tensorops::ServerOptions().max_queue,
           "Requests that may wait for a kernel thread; past it, RESOURCE_EXHAUSTED.");
 ABSL_FLAG(int64_t, max_inflight_bytes, tensorops::ServerOptions().max_inflight_bytes,
