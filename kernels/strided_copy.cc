@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/streaming_store.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -28,13 +30,21 @@ void ReverseScalar(char* dst, const char* src, int64_t n) {
 template <int kWidth>
 struct ScalarOf;
 template <>
-struct ScalarOf<1> { using type = uint8_t; };
+struct ScalarOf<1> {
+  using type = uint8_t;
+};
 template <>
-struct ScalarOf<2> { using type = uint16_t; };
+struct ScalarOf<2> {
+  using type = uint16_t;
+};
 template <>
-struct ScalarOf<4> { using type = uint32_t; };
+struct ScalarOf<4> {
+  using type = uint32_t;
+};
 template <>
-struct ScalarOf<8> { using type = uint64_t; };
+struct ScalarOf<8> {
+  using type = uint64_t;
+};
 
 // GCC 12 does not vectorise a loop that reads backwards, so reverse whole
 // 16-byte vectors explicitly: load a vector from the end, permute its lanes
@@ -49,15 +59,15 @@ struct ScalarOf<8> { using type = uint64_t; };
 __attribute__((target("avx2"))) inline __m256i ReverseLanes(__m256i v, int width) {
   switch (width) {
     case 1: {
-      const __m256i in_lane = _mm256_setr_epi8(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2,
-                                               1, 0, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4,
-                                               3, 2, 1, 0);
+      const __m256i in_lane =
+          _mm256_setr_epi8(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11,
+                           10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
       return _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, in_lane), 0x4E);
     }
     case 2: {
-      const __m256i in_lane = _mm256_setr_epi8(14, 15, 12, 13, 10, 11, 8, 9, 6, 7, 4, 5, 2, 3,
-                                               0, 1, 14, 15, 12, 13, 10, 11, 8, 9, 6, 7, 4, 5,
-                                               2, 3, 0, 1);
+      const __m256i in_lane =
+          _mm256_setr_epi8(14, 15, 12, 13, 10, 11, 8, 9, 6, 7, 4, 5, 2, 3, 0, 1, 14, 15, 12, 13, 10,
+                           11, 8, 9, 6, 7, 4, 5, 2, 3, 0, 1);
       return _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, in_lane), 0x4E);
     }
     case 4:
@@ -69,8 +79,8 @@ __attribute__((target("avx2"))) inline __m256i ReverseLanes(__m256i v, int width
 
 template <int kWidth>
 __attribute__((target("avx2"), always_inline)) inline void ReverseOneAvx2(char* dst,
-                                                                         const char* src,
-                                                                         int64_t n) {
+                                                                          const char* src,
+                                                                          int64_t n) {
   constexpr int64_t kLanes = 32 / kWidth;
   if (n < kLanes) {
     ReverseScalar<typename ScalarOf<kWidth>::type>(dst, src, n);
@@ -102,6 +112,43 @@ __attribute__((target("avx2"), always_inline)) inline void ReverseOneAvx2(char* 
   }
 }
 
+// ReverseOneAvx2 for outputs past the cache: the output is walked ascending
+// so that the stores can be aligned streaming stores (the loads are
+// unaligned and descend instead). Only whole 64-byte lines are streamed: a
+// line that also takes an ordinary store (the unaligned ends) is pulled into
+// the cache, and a streaming store to a cached line costs a write-back and an
+// invalidation (measured: 4-6x slower than ordinary stores throughout). The
+// partial lines at either end are written with the scalar loop. Needs dst
+// aligned to kWidth, so that line boundaries are element boundaries.
+template <int kWidth>
+__attribute__((target("avx2"), always_inline)) inline void ReverseOneAvx2Stream(char* dst,
+                                                                                const char* src,
+                                                                                int64_t n) {
+  using T = typename ScalarOf<kWidth>::type;
+  const int64_t total = n * kWidth;
+  const auto addr = reinterpret_cast<uintptr_t>(dst);
+  if ((addr & (kWidth - 1)) != 0) {
+    ReverseOneAvx2<kWidth>(dst, src, n);
+    return;
+  }
+  const int64_t q0 = static_cast<int64_t>((64 - (addr & 63)) & 63);                   // first line
+  const int64_t q1 = static_cast<int64_t>(((addr + total) & ~uintptr_t{63}) - addr);  // past last
+  if (q1 < q0 + 64) {  // no whole line inside
+    ReverseOneAvx2<kWidth>(dst, src, n);
+    return;
+  }
+  // dst elements [0, q0/w) <- src elements [n - q0/w, n), reversed.
+  ReverseScalar<T>(dst, src + total - q0, q0 / kWidth);
+  for (int64_t q = q0; q < q1; q += 64) {
+    __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + total - q - 32));
+    __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + total - q - 64));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + q), ReverseLanes(a, kWidth));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + q + 32), ReverseLanes(b, kWidth));
+  }
+  // dst elements [q1/w, n) <- src elements [0, n - q1/w), reversed.
+  ReverseScalar<T>(dst + q1, src, (total - q1) / kWidth);
+}
+
 // `rows` rows of n elements each; row r reads src + r*src_step and writes
 // dst + r*dst_step. One call per batch of rows: a row of 256 one-byte
 // elements moves in ~10 ns, so a call and a dispatch per row would cost as
@@ -109,24 +156,55 @@ __attribute__((target("avx2"), always_inline)) inline void ReverseOneAvx2(char* 
 template <int kWidth>
 __attribute__((target("avx2"))) void ReverseRowsAvx2(char* dst, const char* src, int64_t n,
                                                      int64_t rows, int64_t dst_step,
-                                                     int64_t src_step) {
+                                                     int64_t src_step, bool stream) {
+  if (stream) {
+    for (int64_t r = 0; r < rows; ++r, dst += dst_step, src += src_step) {
+      ReverseOneAvx2Stream<kWidth>(dst, src, n);
+    }
+    return;
+  }
   for (int64_t r = 0; r < rows; ++r, dst += dst_step, src += src_step) {
     ReverseOneAvx2<kWidth>(dst, src, n);
   }
 }
 
-const bool kHasAvx2 = __builtin_cpu_supports("avx2");
+// 16-byte elements: one SSE2 vector each; streamed only on whole 64-byte
+// lines (see ReverseOneAvx2Stream), the partial lines at the ends ordinary.
+void ReverseRows16Stream(char* dst, const char* src, int64_t n, int64_t rows, int64_t dst_step,
+                         int64_t src_step) {
+  for (int64_t r = 0; r < rows; ++r, dst += dst_step, src += src_step) {
+    const auto addr = reinterpret_cast<uintptr_t>(dst);
+    if ((addr & 15) != 0) {
+      ReverseScalar<Bytes16>(dst, src, n);
+      continue;
+    }
+    // Elements [i0, i1) fill whole lines.
+    const int64_t i0 = std::min<int64_t>(n, static_cast<int64_t>(((64 - (addr & 63)) & 63) / 16));
+    const int64_t i1 = std::max<int64_t>(i0, i0 + (n - i0) / 4 * 4);
+    for (int64_t i = 0; i < n; ++i) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + (n - 1 - i) * 16));
+      if (i >= i0 && i < i1) {
+        _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i * 16), v);
+      } else {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i * 16), v);
+      }
+    }
+  }
+}
 #endif
 
+// Without AVX2 (or with it turned off) the loops below use ordinary stores:
+// the streaming variants exist only where the vector path does.
 template <int kWidth>
 void ReverseRowsOf(char* dst, const char* src, int64_t n, int64_t rows, int64_t dst_step,
-                   int64_t src_step) {
+                   int64_t src_step, bool stream) {
 #if defined(__x86_64__)
-  if (kHasAvx2) {
-    ReverseRowsAvx2<kWidth>(dst, src, n, rows, dst_step, src_step);
+  if (UseAvx2()) {
+    ReverseRowsAvx2<kWidth>(dst, src, n, rows, dst_step, src_step, stream);
     return;
   }
 #endif
+  (void)stream;
   for (int64_t r = 0; r < rows; ++r, dst += dst_step, src += src_step) {
     ReverseScalar<typename ScalarOf<kWidth>::type>(dst, src, n);
   }
@@ -135,15 +213,29 @@ void ReverseRowsOf(char* dst, const char* src, int64_t n, int64_t rows, int64_t 
 }  // namespace
 
 void ReverseRows(void* dst_v, const void* src_v, int64_t n, int64_t block, int64_t rows,
-                 int64_t dst_step, int64_t src_step) {
+                 int64_t dst_step, int64_t src_step, bool stream) {
   auto* dst = static_cast<char*>(dst_v);
   const auto* src = static_cast<const char*>(src_v);
   switch (block) {
-    case 1: ReverseRowsOf<1>(dst, src, n, rows, dst_step, src_step); return;
-    case 2: ReverseRowsOf<2>(dst, src, n, rows, dst_step, src_step); return;
-    case 4: ReverseRowsOf<4>(dst, src, n, rows, dst_step, src_step); return;
-    case 8: ReverseRowsOf<8>(dst, src, n, rows, dst_step, src_step); return;
+    case 1:
+      ReverseRowsOf<1>(dst, src, n, rows, dst_step, src_step, stream);
+      return;
+    case 2:
+      ReverseRowsOf<2>(dst, src, n, rows, dst_step, src_step, stream);
+      return;
+    case 4:
+      ReverseRowsOf<4>(dst, src, n, rows, dst_step, src_step, stream);
+      return;
+    case 8:
+      ReverseRowsOf<8>(dst, src, n, rows, dst_step, src_step, stream);
+      return;
     default:
+#if defined(__x86_64__)
+      if (block == 16 && stream) {
+        ReverseRows16Stream(dst, src, n, rows, dst_step, src_step);
+        return;
+      }
+#endif
       for (int64_t r = 0; r < rows; ++r, dst += dst_step, src += src_step) {
         if (block == 16) {
           ReverseScalar<Bytes16>(dst, src, n);
@@ -152,14 +244,14 @@ void ReverseRows(void* dst_v, const void* src_v, int64_t n, int64_t block, int64
         // Read ascending, write descending: ascending reads keep the
         // hardware prefetcher streaming from DRAM.
         for (int64_t i = 0; i < n; ++i) {
-          std::memcpy(dst + (n - 1 - i) * block, src + i * block, block);
+          CopyBytes(dst + (n - 1 - i) * block, src + i * block, block, stream);
         }
       }
   }
 }
 
-void ReverseBlocks(void* dst, const void* src, int64_t n, int64_t block) {
-  ReverseRows(dst, src, n, block, 1, 0, 0);
+void ReverseBlocks(void* dst, const void* src, int64_t n, int64_t block, bool stream) {
+  ReverseRows(dst, src, n, block, 1, 0, 0, stream);
 }
 
 AxisTransformPlan::AxisTransformPlan(const Shape& shape, int64_t elem_width,
@@ -195,7 +287,7 @@ AxisTransformPlan::AxisTransformPlan(const Shape& shape, int64_t elem_width,
     block_ *= dims.back().size;
     dims.pop_back();
   }
-  // Byte strides, innermost first.
+  // Byte strides, innermost first; `stride` ends as the tensor's bytes.
   dims_.resize(dims.size());
   int64_t stride = block_;
   for (size_t i = dims.size(); i-- > 0;) {
@@ -220,6 +312,7 @@ AxisTransformPlan::AxisTransformPlan(const Shape& shape, int64_t elem_width,
       }
     }
   }
+  stream_ = stride >= StreamingStoreMinBytes();
 }
 
 void AxisTransformPlan::Recurse(size_t d, const char* in, char* out) const {
@@ -228,10 +321,10 @@ void AxisTransformPlan::Recurse(size_t d, const char* in, char* out) const {
     // Innermost: the dim's stride is the block, so forward segments are one memcpy.
     for (const Segment& s : dim.segments) {
       if (s.reversed) {
-        ReverseBlocks(out + s.out_start * block_, in + (s.in_start - s.count + 1) * block_,
-                      s.count, block_);
+        ReverseBlocks(out + s.out_start * block_, in + (s.in_start - s.count + 1) * block_, s.count,
+                      block_, stream_);
       } else {
-        std::memcpy(out + s.out_start * block_, in + s.in_start * block_, s.count * block_);
+        CopyBytes(out + s.out_start * block_, in + s.in_start * block_, s.count * block_, stream_);
       }
     }
     return;
@@ -243,27 +336,27 @@ void AxisTransformPlan::Recurse(size_t d, const char* in, char* out) const {
   }
 }
 
-void AxisTransformPlan::Rows(size_t d, const char* in, int64_t in_step, char* out,
-                             int64_t out_step, int64_t count) const {
+void AxisTransformPlan::Rows(size_t d, const char* in, int64_t in_step, char* out, int64_t out_step,
+                             int64_t count) const {
   if (d + 2 == dims_.size()) {
     const Dim& inner = dims_[d + 1];
     if (inner.segments.size() == 1 && inner.segments[0].reversed) {
       // Reverse along the innermost dim: every row is one reversal of
       // inner.size blocks; do them all in one call.
-      ReverseRows(out, in, inner.size, block_, count, out_step, in_step);
+      ReverseRows(out, in, inner.size, block_, count, out_step, in_step, stream_);
       return;
     }
   }
   for (int64_t k = 0; k < count; ++k, in += in_step, out += out_step) Recurse(d + 1, in, out);
 }
 
-void AxisTransformPlan::RunRange(const void* in_v, void* out_v, int64_t begin,
-                                 int64_t end) const {
+void AxisTransformPlan::RunRange(const void* in_v, void* out_v, int64_t begin, int64_t end) const {
   if (empty_ || begin >= end) return;
   const auto* in = static_cast<const char*>(in_v);
   auto* out = static_cast<char*>(out_v);
   if (dims_.empty()) {
-    // Everything folded: the op is a plain copy of one block.
+    // Everything folded: the op is a plain copy of one block, and glibc's
+    // memcpy picks its own stores for that.
     if (begin == 0) std::memcpy(out, in, block_);
     return;
   }
@@ -277,17 +370,20 @@ void AxisTransformPlan::RunRange(const void* in_v, void* out_v, int64_t begin,
     if (dims_.size() == 1) {
       if (s.reversed) {
         ReverseBlocks(out + (s.out_start + k0) * block_, in + (in_first - (k1 - k0) + 1) * block_,
-                      k1 - k0, block_);
+                      k1 - k0, block_, stream_);
       } else {
-        std::memcpy(out + (s.out_start + k0) * block_, in + in_first * block_,
-                    (k1 - k0) * block_);
+        CopyBytes(out + (s.out_start + k0) * block_, in + in_first * block_, (k1 - k0) * block_,
+                  stream_);
       }
       continue;
     }
     const int64_t in_step = s.reversed ? -dim.stride : dim.stride;
-    Rows(0, in + in_first * dim.stride, in_step, out + (s.out_start + k0) * dim.stride,
-         dim.stride, k1 - k0);
+    Rows(0, in + in_first * dim.stride, in_step, out + (s.out_start + k0) * dim.stride, dim.stride,
+         k1 - k0);
   }
+  // The caller may hand the output to another thread next (ParallelFor's
+  // join, the reply): make the weakly ordered streaming stores visible first.
+  if (stream_) StreamFence();
 }
 
 }  // namespace tensorops
