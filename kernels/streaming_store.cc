@@ -23,7 +23,7 @@ std::atomic<bool> g_avx2_allowed{true};
 // Below this a streamed copy is mostly unaligned head and tail, and a partly
 // written line sitting in a write-combining buffer costs more than the read
 // for ownership it saves.
-constexpr int64_t kMinStreamBytes = 256;
+constexpr int64_t kMinStreamBytes = 512;
 
 }  // namespace
 
