@@ -1,7 +1,9 @@
 // echo_server: the baseline of the service benchmark. A bare gRPC server
-// (callback API, the same max message sizes as tensorops-server) whose one
-// method copies the request's bytes into the response. Nothing else: no
-// health, no reflection, no metrics, no thread hand-off.
+// (callback API, the same max message sizes as tensorops-server) whose
+// unary method copies the request's bytes into the response, and whose bidi
+// stream (EchoStream, the baseline of ExecuteStream) copies each received
+// chunk into a reply chunk. Nothing else: no health, no reflection, no
+// metrics, no thread hand-off.
 //
 // Usage: echo_server [--host=127.0.0.1] [--port=0] [--max_message_bytes=285212672]
 // Prints `echo-server listening on HOST:PORT` on stdout; stops on SIGTERM/SIGINT.
@@ -15,8 +17,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -34,7 +38,91 @@ class EchoService final : public tensorops::bench::Echo::CallbackService {
     reactor->Finish(grpc::Status::OK);
     return reactor;
   }
+
+  grpc::ServerBidiReactor<tensorops::bench::EchoChunk, tensorops::bench::EchoChunk>* EchoStream(
+      grpc::CallbackServerContext*) override;
 };
+
+// One EchoStream call. Reads and writes overlap: each chunk read is copied
+// into a reply queued for writing, and the next read starts at once unless
+// kMaxQueued replies already wait (then when a write completes), so a slow
+// reader on the client side holds back the uploads instead of growing the
+// queue. Deletes itself in OnDone.
+//
+// Thread-safety: gRPC may run OnReadDone and OnWriteDone concurrently; mu_
+// guards the queue and the flags.
+class EchoStreamReactor final
+    : public grpc::ServerBidiReactor<tensorops::bench::EchoChunk, tensorops::bench::EchoChunk> {
+ public:
+  EchoStreamReactor() { StartRead(&in_); }
+
+  void OnReadDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!ok) {  // half-close (or the call broke): finish after the queued writes
+      reads_done_ = true;
+      MaybeFinishLocked();
+      return;
+    }
+    if (failed_) {  // the reply side broke: read no more, finish
+      reads_done_ = true;
+      MaybeFinishLocked();
+      return;
+    }
+    out_.emplace_back();
+    out_.back().set_data(in_.data());  // the one copy, as in the unary Echo
+    if (!writing_) {
+      writing_ = true;
+      StartWrite(&out_.front());
+    }
+    if (out_.size() < kMaxQueued) {
+      StartRead(&in_);
+    } else {
+      read_paused_ = true;
+    }
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    out_.pop_front();
+    writing_ = false;
+    if (!ok) {
+      failed_ = true;
+      out_.clear();
+    }
+    if (!out_.empty()) {
+      writing_ = true;
+      StartWrite(&out_.front());
+    }
+    if (read_paused_ && !failed_) {
+      read_paused_ = false;
+      StartRead(&in_);
+    }
+    MaybeFinishLocked();
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  static constexpr size_t kMaxQueued = 4;
+
+  void MaybeFinishLocked() {
+    if (finished_ || writing_ || !(reads_done_ || failed_)) return;
+    finished_ = true;
+    Finish(failed_ ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed")
+                   : grpc::Status::OK);
+  }
+
+  std::mutex mu_;
+  tensorops::bench::EchoChunk in_;
+  std::deque<tensorops::bench::EchoChunk> out_;  // front() is being written when writing_
+  bool writing_ = false, reads_done_ = false, read_paused_ = false, failed_ = false,
+       finished_ = false;
+};
+
+grpc::ServerBidiReactor<tensorops::bench::EchoChunk, tensorops::bench::EchoChunk>*
+EchoService::EchoStream(grpc::CallbackServerContext*) {
+  return new EchoStreamReactor();
+}
 
 bool Flag(const char* arg, const char* name, std::string* value) {
   const size_t n = std::strlen(name);

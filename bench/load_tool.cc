@@ -16,6 +16,13 @@
 // size; every --verify_every-th reply (1 = all) is compared byte for byte with
 // the expected output.
 //
+// --mode=stream measures one large tensor at a time instead (see RunStream):
+// against tensorops, ExecuteStream of a UINT8 Roll of --tensor_bytes bytes,
+// spoken with the generated stubs (header with per-input CRC-32, 1 MiB
+// chunks in order, half-close; then the output header and chunks); against
+// echo, EchoStream of the same bytes in the same chunks. --calls calls one
+// after the other; each prints one JSON line with its seconds and GB/s.
+//
 // Output: one JSON line on stdout per run, e.g.
 //   {"target":"echo","op":"echo","payload_bytes":65536,"concurrency":8,...,
 //    "rps":15890.2,"p50_us":480.1,"p99_us":1010.7,"errors":0,...}
@@ -26,6 +33,7 @@
 // does not pay a page fault per 4 KiB of every large reply.
 #include <grpcpp/grpcpp.h>
 #include <malloc.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <atomic>
@@ -39,6 +47,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/echo.grpc.pb.h"
@@ -50,6 +59,7 @@ namespace v1 = tensorops::v1;
 namespace eb = tensorops::bench;
 
 struct Options {
+  std::string mode = "unary";        // unary | stream
   std::string target = "tensorops";  // tensorops | echo
   std::string address = "127.0.0.1:50051";
   std::string op = "roll";  // roll | reverse (tensorops only)
@@ -63,6 +73,10 @@ struct Options {
   int64_t verify_every = 16;
   double deadline_seconds = 120.0;
   int64_t max_message_bytes = int64_t{272} << 20;  // tensorops-server's default
+  // --mode=stream only.
+  int64_t tensor_bytes = int64_t{64} << 20;
+  int64_t chunk_bytes = int64_t{1} << 20;  // tensorops-server's --stream_chunk_bytes default
+  int calls = 3;
 };
 
 int64_t NowNs() {
@@ -285,7 +299,10 @@ bool Flag(const char* arg, const char* name, std::string* value) {
 int Usage(const char* bad) {
   std::fprintf(stderr,
                "usage: load_tool --target=tensorops|echo --address=HOST:PORT\n"
-               "  [--op=roll|reverse] [--payload_bytes=4096] [--concurrency=1]\n"
+               "  [--mode=unary|stream]\n"
+               "  stream: [--tensor_bytes=67108864] [--chunk_bytes=1048576] [--calls=3]\n"
+               "  unary:"
+               " [--op=roll|reverse] [--payload_bytes=4096] [--concurrency=1]\n"
                "  [--channels=0 (min(concurrency,4))] [--warmup_seconds=0.5]\n"
                "  [--warmup_calls=1000000] [--duration_seconds=2] [--max_calls=10000000]\n"
                "  [--verify_every=16] [--deadline_seconds=120]\n"
@@ -315,6 +332,257 @@ std::string JsonEscape(const std::string& s) {
   return out;
 }
 
+// ---- --mode=stream -------------------------------------------------------
+
+// The streamed input is a repeating pattern of kPatternBytes (a prime, so a
+// chunk boundary never lines up with a period and a misplaced chunk shows):
+// any byte range of the input is a slice of `pattern` (stored twice over so a
+// slice of up to kPatternBytes never wraps), and so is any range of the
+// Roll's output. No 2 GiB copy of the input or the expected output is needed.
+constexpr int64_t kPatternBytes = 1048573;
+
+struct StreamInput {
+  std::string pattern;  // 2 x kPatternBytes
+  int64_t bytes = 0;
+  int64_t shift = 0;  // Roll's shift (tensorops only)
+  // Byte i of the input.
+  const char* At(int64_t i) const { return pattern.data() + i % kPatternBytes; }
+  // How many bytes from input byte i are one contiguous slice of `pattern`.
+  int64_t RunAt(int64_t i, int64_t n) const {
+    return std::min({n, bytes - i, kPatternBytes - i % kPatternBytes + kPatternBytes});
+  }
+};
+
+StreamInput MakeStreamInput(int64_t bytes) {
+  StreamInput in;
+  in.bytes = bytes;
+  in.pattern.resize(2 * kPatternBytes);
+  uint64_t x = 0x243F6A8885A308D3ull;
+  for (int64_t i = 0; i < kPatternBytes; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;  // xorshift64
+    in.pattern[i] = in.pattern[i + kPatternBytes] = static_cast<char>(x >> 56);
+  }
+  in.shift = bytes / 3 + 1;
+  return in;
+}
+
+// Compares `n` received bytes at output offset `off` with the expected
+// output: the input itself (echo) or rolled by in.shift (tensorops).
+bool OutputMatches(const StreamInput& in, bool rolled, int64_t off, const char* got, int64_t n) {
+  while (n > 0) {
+    // out[j] = in[(j - shift) mod bytes]
+    int64_t src = off;
+    if (rolled) src = ((off - in.shift) % in.bytes + in.bytes) % in.bytes;
+    const int64_t run = std::min(in.RunAt(src, n), in.bytes - src);
+    if (std::memcmp(got, in.At(src), run) != 0) return false;
+    got += run, off += run, n -= run;
+  }
+  return true;
+}
+
+uint32_t Crc32(const char* p, int64_t n, uint32_t crc) {
+  while (n > 0) {  // zlib's length is a uInt
+    const uInt step = static_cast<uInt>(std::min<int64_t>(n, int64_t{1} << 30));
+    crc = static_cast<uint32_t>(crc32(crc, reinterpret_cast<const Bytef*>(p), step));
+    p += step, n -= step;
+  }
+  return crc;
+}
+
+struct StreamResult {
+  double seconds = 0;      // first byte sent (after the CRC) to the last one received
+  double crc_seconds = 0;  // the input's CRC-32, computed before the header (tensorops)
+  int64_t received = 0;
+  bool verified = true;
+  std::string error;
+};
+
+template <typename Request, typename Response>
+using Stream = grpc::ClientReaderWriter<Request, Response>;
+
+// Runs `write_all(stream)` (every upload, then WritesDone) on a writer
+// thread while this thread reads the replies: `on_reply(resp)` consumes one
+// (false on a protocol error: the rest are read and dropped).
+template <typename Request, typename Response, typename WriteAll, typename OnReply>
+grpc::Status RunOneStream(Stream<Request, Response>* stream, WriteAll write_all, OnReply on_reply) {
+  std::thread writer([&] { write_all(stream); });
+  Response resp;
+  bool ok = true;
+  while (stream->Read(&resp)) {
+    if (ok && !on_reply(resp)) ok = false;
+  }
+  writer.join();
+  grpc::Status st = stream->Finish();
+  if (st.ok() && !ok) return grpc::Status(grpc::StatusCode::DATA_LOSS, "bad reply stream");
+  return st;
+}
+
+// Input bytes [off, off + n) into *d.
+void FillChunk(const StreamInput& in, int64_t off, int64_t n, std::string* d) {
+  d->clear();
+  for (int64_t k = 0; k < n;) {
+    const int64_t run = in.RunAt(off + k, n - k);
+    d->append(in.At(off + k), run);
+    k += run;
+  }
+}
+
+StreamResult StreamEcho(eb::Echo::Stub* stub, const StreamInput& in, const Options& o) {
+  StreamResult r;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::microseconds(static_cast<int64_t>(o.deadline_seconds * 1e6)));
+  const int64_t t0 = NowNs();
+  auto stream = stub->EchoStream(&ctx);
+  const grpc::Status st = RunOneStream(
+      stream.get(),
+      [&](Stream<eb::EchoChunk, eb::EchoChunk>* w) {
+        eb::EchoChunk c;
+        for (int64_t off = 0; off < in.bytes; off += o.chunk_bytes) {
+          FillChunk(in, off, std::min(o.chunk_bytes, in.bytes - off), c.mutable_data());
+          if (!w->Write(c)) return;
+        }
+        w->WritesDone();
+      },
+      [&](const eb::EchoChunk& c) {
+        const int64_t n = static_cast<int64_t>(c.data().size());
+        if (r.received + n > in.bytes ||
+            !OutputMatches(in, false, r.received, c.data().data(), n)) {
+          r.verified = false;
+        }
+        r.received += n;
+        return true;
+      });
+  r.seconds = static_cast<double>(NowNs() - t0) / 1e9;
+  if (!st.ok()) r.error = "code " + std::to_string(st.error_code()) + ": " + st.error_message();
+  if (r.received != in.bytes) r.verified = false;
+  return r;
+}
+
+void AddScalarInput(v1::StreamHeader* h, v1::DataType dtype, int64_t value, std::string* bytes) {
+  v1::TensorHeader* t = h->add_inputs();
+  t->set_dtype(dtype);
+  bytes->assign(reinterpret_cast<const char*>(&value), 8);  // little-endian INT64
+  t->set_crc32(Crc32(bytes->data(), 8, 0));
+}
+
+StreamResult StreamTensorOps(v1::TensorOps::Stub* stub, const StreamInput& in, const Options& o) {
+  StreamResult r;
+  // The protocol wants the input's CRC-32 in the header, before any chunk:
+  // a client holding the whole tensor computes it first. Timed separately
+  // and included in `seconds`.
+  const int64_t c0 = NowNs();
+  uint32_t crc = 0;
+  for (int64_t off = 0; off < in.bytes;) {
+    const int64_t run = in.RunAt(off, in.bytes - off);
+    crc = Crc32(in.At(off), run, crc);
+    off += run;
+  }
+  r.crc_seconds = static_cast<double>(NowNs() - c0) / 1e9;
+  v1::ExecuteStreamRequest header;
+  v1::StreamHeader* h = header.mutable_header();
+  h->set_op("Roll");
+  v1::TensorHeader* data = h->add_inputs();
+  data->set_dtype(v1::DATA_TYPE_UINT8);
+  data->add_shape(in.bytes);
+  data->set_crc32(crc);
+  std::string shift_bytes, axes_bytes;
+  AddScalarInput(h, v1::DATA_TYPE_INT64, in.shift, &shift_bytes);
+  AddScalarInput(h, v1::DATA_TYPE_INT64, 0, &axes_bytes);
+
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::microseconds(static_cast<int64_t>(o.deadline_seconds * 1e6)));
+  bool header_seen = false;
+  auto stream = stub->ExecuteStream(&ctx);
+  const grpc::Status st = RunOneStream(
+      stream.get(),
+      [&](Stream<v1::ExecuteStreamRequest, v1::ExecuteStreamResponse>* w) {
+        if (!w->Write(header)) return;
+        // The two 8-byte scalars first (chunks of different inputs may
+        // interleave), then the data's chunks in order.
+        v1::ExecuteStreamRequest req;
+        v1::TensorChunk* c = req.mutable_chunk();
+        c->set_tensor(1);
+        c->set_data(shift_bytes);
+        if (!w->Write(req)) return;
+        c->set_tensor(2);
+        c->set_data(axes_bytes);
+        if (!w->Write(req)) return;
+        c->set_tensor(0);
+        for (int64_t off = 0; off < in.bytes; off += o.chunk_bytes) {
+          c->set_offset(static_cast<uint64_t>(off));
+          FillChunk(in, off, std::min(o.chunk_bytes, in.bytes - off), c->mutable_data());
+          if (!w->Write(req)) return;
+        }
+        w->WritesDone();
+      },
+      [&](const v1::ExecuteStreamResponse& resp) {
+        if (resp.has_header()) {
+          if (header_seen || resp.header().outputs_size() != 1) return false;
+          const v1::TensorHeader& t = resp.header().outputs(0);
+          if (t.dtype() != v1::DATA_TYPE_UINT8 || t.shape_size() != 1 || t.shape(0) != in.bytes) {
+            return false;
+          }
+          header_seen = true;
+          return true;
+        }
+        const v1::TensorChunk& c = resp.chunk();
+        const int64_t n = static_cast<int64_t>(c.data().size());
+        if (!header_seen || c.tensor() != 0 || static_cast<int64_t>(c.offset()) != r.received ||
+            r.received + n > in.bytes) {
+          return false;
+        }
+        if (!OutputMatches(in, true, r.received, c.data().data(), n)) r.verified = false;
+        r.received += n;
+        return true;
+      });
+  r.seconds = static_cast<double>(NowNs() - c0) / 1e9;
+  if (!st.ok()) r.error = "code " + std::to_string(st.error_code()) + ": " + st.error_message();
+  if (r.received != in.bytes) r.verified = false;
+  return r;
+}
+
+// --mode=stream: --calls calls one after the other on one channel, one JSON
+// line each. GB/s = tensor bytes / seconds (each byte also comes back).
+int RunStreamMode(const Options& o) {
+  grpc::ChannelArguments args;
+  const int max_message =
+      static_cast<int>(std::min<int64_t>(o.max_message_bytes, std::numeric_limits<int>::max()));
+  args.SetMaxReceiveMessageSize(max_message);
+  args.SetMaxSendMessageSize(max_message);
+  auto channel = grpc::CreateCustomChannel(o.address, grpc::InsecureChannelCredentials(), args);
+  if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
+    std::fprintf(stderr, "load_tool: cannot connect to %s\n", o.address.c_str());
+    return 1;
+  }
+  const bool echo = o.target == "echo";
+  auto echo_stub = eb::Echo::NewStub(channel);
+  auto ops_stub = v1::TensorOps::NewStub(channel);
+  const StreamInput in = MakeStreamInput(o.tensor_bytes);
+  int rc = 0;
+  for (int i = 0; i < o.calls; ++i) {
+    const StreamResult r =
+        echo ? StreamEcho(echo_stub.get(), in, o) : StreamTensorOps(ops_stub.get(), in, o);
+    std::printf(
+        "{\"mode\":\"stream\",\"target\":\"%s\",\"op\":\"%s\",\"tensor_bytes\":%lld,"
+        "\"chunk_bytes\":%lld,\"call\":%d,\"seconds\":%.4f,\"crc_seconds\":%.4f,"
+        "\"gb_per_s\":%.3f,\"received\":%lld,\"verified\":%s,\"error\":\"%s\"}\n",
+        o.target.c_str(), echo ? "echo" : "roll_uint8", static_cast<long long>(in.bytes),
+        static_cast<long long>(o.chunk_bytes), i, r.seconds, r.crc_seconds,
+        r.seconds > 0 ? static_cast<double>(in.bytes) / r.seconds / 1e9 : 0.0,
+        static_cast<long long>(r.received), r.verified ? "true" : "false",
+        JsonEscape(r.error).c_str());
+    std::fflush(stdout);
+    if (!r.error.empty() || !r.verified) {
+      std::fprintf(stderr, "load_tool: stream call %d failed: %s%s\n", i, r.error.c_str(),
+                   r.verified ? "" : " (output differs from the expected bytes)");
+      rc = 1;
+    }
+  }
+  return rc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -331,6 +599,14 @@ int main(int argc, char** argv) {
     const char* a = argv[i];
     if (Flag(a, "--target", &v)) {
       o.target = v;
+    } else if (Flag(a, "--mode", &v)) {
+      o.mode = v;
+    } else if (Flag(a, "--tensor_bytes", &v)) {
+      o.tensor_bytes = std::strtoll(v.c_str(), nullptr, 10);
+    } else if (Flag(a, "--chunk_bytes", &v)) {
+      o.chunk_bytes = std::strtoll(v.c_str(), nullptr, 10);
+    } else if (Flag(a, "--calls", &v)) {
+      o.calls = std::atoi(v.c_str());
     } else if (Flag(a, "--address", &v)) {
       o.address = v;
     } else if (Flag(a, "--op", &v)) {
@@ -360,6 +636,13 @@ int main(int argc, char** argv) {
     }
   }
   if (o.target != "tensorops" && o.target != "echo") return Usage("--target");
+  if (o.mode == "stream") {
+    if (o.tensor_bytes < 1 || o.chunk_bytes < 1 || o.calls < 1) {
+      return Usage("--tensor_bytes/--chunk_bytes/--calls");
+    }
+    return RunStreamMode(o);
+  }
+  if (o.mode != "unary") return Usage("--mode");
   if (o.concurrency < 1 || o.payload_bytes < 0 || o.duration_seconds <= 0 || o.max_calls < 1) {
     return Usage("--concurrency/--payload_bytes/--duration_seconds/--max_calls");
   }

@@ -5,7 +5,7 @@
 // The shape is collapsed to [outer, A, mid, B, inner] where A and B are the
 // batch and sequence axes in memory order; rows are moved as contiguous runs
 // (memcpy forward, ReverseBlocks backward), never element by element with
-// div/mod.
+// div/mod. Outputs past the last-level cache are written with streaming stores.
 //
 // Thread-safety: immutable after construction; RunRange may run concurrently
 // on disjoint ranges.
@@ -30,6 +30,9 @@ class SequenceReversePlan {
   // Writes the output for units [begin, end) of the outer x A index space.
   void RunRange(const void* in, void* out, int64_t begin, int64_t end) const;
   int64_t units() const { return outer_ * a_; }
+  // Whether RunRange writes with streaming stores (streaming_store.h); it
+  // fences before returning.
+  bool streams() const { return stream_; }
 
  private:
   bool batch_first_;  // A is the batch axis (else A is the sequence axis)
@@ -37,6 +40,7 @@ class SequenceReversePlan {
   int64_t inner_bytes_;  // inner dims x element width
   int64_t seq_len_;      // size of the sequence axis
   std::vector<int64_t> lengths_;
+  bool stream_ = false;  // output of at least StreamingStoreMinBytes()
 };
 
 }  // namespace tensorops

@@ -5,6 +5,7 @@
 // shape (drops size-1 dims, merges neighbours treated alike, folds untouched
 // trailing dims into one contiguous block) and then moves whole blocks:
 // memcpy for forward runs, a width-dispatched loop for reversed runs.
+// Outputs past the last-level cache are written with streaming stores.
 //
 // Thread-safety: a plan is immutable after Make(); Run/RunRange may be called
 // concurrently on disjoint output ranges.
@@ -20,13 +21,15 @@
 namespace tensorops {
 
 // Writes n blocks of `block` bytes to dst in the reverse order of src:
-// dst block i = src block (n-1-i). Element widths 1, 2, 4, 8 and 16 use typed
-// loops the compiler vectorises; other block sizes use memcpy per block.
-void ReverseBlocks(void* dst, const void* src, int64_t n, int64_t block);
+// dst block i = src block (n-1-i). Element widths 1, 2, 4, 8 use AVX2 lane
+// reversal when UseAvx2(), else typed scalar loops; 16 a typed loop; other
+// block sizes a copy per block. With `stream`, stores are non-temporal where
+// the path has them (streaming_store.h); the caller then fences.
+void ReverseBlocks(void* dst, const void* src, int64_t n, int64_t block, bool stream = false);
 // ReverseBlocks on `rows` rows at once: row r reads src + r*src_step and
 // writes dst + r*dst_step (steps in bytes, may be negative).
 void ReverseRows(void* dst, const void* src, int64_t n, int64_t block, int64_t rows,
-                 int64_t dst_step, int64_t src_step);
+                 int64_t dst_step, int64_t src_step, bool stream = false);
 
 // What happens along one dimension of a same-shape op.
 struct DimTransform {
@@ -57,6 +60,9 @@ class AxisTransformPlan {
   // Simplified rank (for tests and benchmarks).
   int64_t simplified_rank() const { return static_cast<int64_t>(dims_.size()); }
   int64_t block_bytes() const { return block_; }
+  // Whether RunRange writes with streaming stores (the output is at least
+  // StreamingStoreMinBytes() when the plan was made); it fences before returning.
+  bool streams() const { return stream_; }
 
  private:
   // Output positions [out_start, out_start+count) come from input positions
@@ -81,8 +87,9 @@ class AxisTransformPlan {
             int64_t count) const;
 
   absl::InlinedVector<Dim, 6> dims_;
-  int64_t block_ = 0;   // bytes in the innermost contiguous block
-  bool empty_ = false;  // some dim is 0: nothing to write
+  int64_t block_ = 0;    // bytes in the innermost contiguous block
+  bool empty_ = false;   // some dim is 0: nothing to write
+  bool stream_ = false;  // non-temporal stores (set once from the output size)
 };
 
 }  // namespace tensorops

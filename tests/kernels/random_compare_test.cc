@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kernels/op_registry.h"
+#include "kernels/streaming_store.h"
 #include "kernels/thread_pool.h"
 #include "tests/kernels/reference_ops.h"
 #include "tests/kernels/test_util.h"
@@ -334,10 +335,10 @@ ThreadPool* SharedPool() {
   return BitwiseEqual(c.expected.view(), TensorView{p->dtype, p->shape, buffer.data()});
 }
 
-void RunRandomCases(const char* name, uint64_t op_id, Case (*make)(Gen*)) {
+void RunRandomCases(const char* name, uint64_t op_id, Case (*make)(Gen*), int cases = kCasesPerOp) {
   const uint64_t base = BaseSeed();
   int failures = 0;
-  for (int i = 0; i < kCasesPerOp; ++i) {
+  for (int i = 0; i < cases; ++i) {
     const uint64_t case_seed = SplitMix64(base ^ (op_id << 40) ^ static_cast<uint64_t>(i));
     Gen g(case_seed);
     const Case c = make(&g);
@@ -352,7 +353,7 @@ void RunRandomCases(const char* name, uint64_t op_id, Case (*make)(Gen*)) {
       }
     }
   }
-  EXPECT_EQ(failures, 0) << failures << " of " << kCasesPerOp << " " << name
+  EXPECT_EQ(failures, 0) << failures << " of " << cases << " " << name
                          << " cases differ from the reference (TENSOROPS_RANDOM_SEED=" << base
                          << ")";
 }
@@ -366,9 +367,48 @@ TEST(RandomCompare, OnnxReverseSequence) {
   RunRandomCases("onnx.ReverseSequence", 4, MakeOnnxReverseSequenceCase);
 }
 
+// The store paths the default settings do not reach on small tensors: the
+// streaming stores (forced by a threshold of 0 bytes, so every plan streams)
+// and the scalar loops on a machine with AVX2 (turned off), each alone and
+// together. Same generators and seeds as above, fewer cases per mode.
+struct StoreMode {
+  const char* name;
+  int64_t streaming_min_bytes;  // -1: the default
+  bool avx2;
+};
+
+class StoreModeCompare : public ::testing::TestWithParam<StoreMode> {
+ protected:
+  void SetUp() override {
+    SetStreamingStoreMinBytes(GetParam().streaming_min_bytes);
+    SetAvx2Allowed(GetParam().avx2);
+  }
+  void TearDown() override {
+    SetStreamingStoreMinBytes(-1);
+    SetAvx2Allowed(true);
+  }
+};
+
+constexpr int kCasesPerMode = 1500;
+
+TEST_P(StoreModeCompare, AllOpsMatchReference) {
+  RunRandomCases("Reverse", 1, MakeReverseCase, kCasesPerMode);
+  RunRandomCases("ReverseSequence", 2, MakeReverseSequenceCase, kCasesPerMode);
+  RunRandomCases("Roll", 3, MakeRollCase, kCasesPerMode);
+  RunRandomCases("onnx.ReverseSequence", 4, MakeOnnxReverseSequenceCase, kCasesPerMode);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, StoreModeCompare,
+                         ::testing::Values(StoreMode{"streaming", 0, true},
+                                           StoreMode{"scalar", -1, false},
+                                           StoreMode{"scalar_streaming", 0, false}),
+                         [](const ::testing::TestParamInfo<StoreMode>& info) {
+                           return std::string(info.param.name);
+                         });
+
 // Outputs above the pool's 1 MiB threshold really split across threads;
 // the result must equal the reference (and so the single-threaded run).
-TEST(LargeCompare, ThreadedRunsMatchReference) {
+void ThreadedRunsMatchReference() {
   std::mt19937_64 rng(kDefaultSeed);
   ThreadPool pool(4);
   struct Large {
@@ -438,6 +478,16 @@ TEST(LargeCompare, ThreadedRunsMatchReference) {
       EXPECT_TRUE(Matches(c.expected, RunOp(c.op, c.inputs, c.attrs)));
     }
   }
+}
+
+TEST(LargeCompare, ThreadedRunsMatchReference) { ThreadedRunsMatchReference(); }
+
+// The same with every plan streaming: workers write with non-temporal stores
+// and fence before ParallelFor joins them.
+TEST(LargeCompare, ThreadedStreamingRunsMatchReference) {
+  SetStreamingStoreMinBytes(0);
+  ThreadedRunsMatchReference();
+  SetStreamingStoreMinBytes(-1);
 }
 
 // The generators themselves: the same seed gives the same case.

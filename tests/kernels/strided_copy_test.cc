@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/streaming_store.h"
 
 namespace tensorops {
 namespace {
@@ -58,6 +59,77 @@ TEST(ReverseBlocksTest, ReverseRowsWithSteps) {
       }
     }
   }
+}
+
+// Every store path of ReverseBlocks/ReverseRows: ordinary or streaming
+// stores, AVX2 or scalar; destination offsets 0-63 bytes from a 64-byte
+// boundary so the streaming path's aligned middle and unaligned ends (and its
+// fallback for a destination not aligned to the element) are all hit.
+TEST(ReverseBlocksTest, StoreModesAndAlignments) {
+  std::mt19937 rng(13);
+  for (bool avx2 : {true, false}) {
+    SetAvx2Allowed(avx2);
+    for (bool stream : {false, true}) {
+      for (int64_t block : {1, 2, 4, 8, 16, 24, 256}) {
+        for (int64_t n : {0, 1, 7, 16, 31, 32, 33, 63, 64, 65, 100, 257}) {
+          for (int64_t offset : {0, 1, 2, 4, 8, 16, 24, 32, 40, 63}) {
+            SCOPED_TRACE(testing::Message() << "avx2 " << avx2 << " stream " << stream << " block "
+                                            << block << " n " << n << " offset " << offset);
+            const int64_t bytes = n * block;
+            std::vector<char> src(bytes + 3);
+            for (char& c : src) c = static_cast<char>(rng());
+            // 64 bytes of slack on each side, plus room to align.
+            std::vector<char> buf(bytes + 256, 0x5A);
+            char* base = buf.data() + ((64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64);
+            char* dst = base + 64 + offset;
+            ReverseBlocks(dst, src.data() + 3, n, block, stream);
+            StreamFence();
+            for (int64_t i = 0; i < n; ++i) {
+              ASSERT_EQ(std::memcmp(dst + i * block, src.data() + 3 + (n - 1 - i) * block, block),
+                        0)
+                  << "block index " << i;
+            }
+            for (char* p = buf.data(); p < dst; ++p) ASSERT_EQ(*p, 0x5A);
+            for (char* p = dst + bytes; p < buf.data() + buf.size(); ++p) ASSERT_EQ(*p, 0x5A);
+          }
+        }
+      }
+    }
+  }
+  SetAvx2Allowed(true);
+}
+
+TEST(CopyBytesTest, StreamingMatchesMemcpyAtEveryAlignment) {
+  std::mt19937 rng(17);
+  for (bool stream : {false, true}) {
+    for (int64_t n : {0, 1, 63, 64, 255, 256, 257, 1000, 4096, 4099}) {
+      for (int64_t offset : {0, 1, 15, 16, 33, 63}) {
+        SCOPED_TRACE(testing::Message()
+                     << "stream " << stream << " n " << n << " offset " << offset);
+        std::vector<char> src(n + 5);
+        for (char& c : src) c = static_cast<char>(rng());
+        std::vector<char> buf(n + 256, 0x5A);
+        char* dst = buf.data() + 64 + offset;
+        CopyBytes(dst, src.data() + 5, n, stream);
+        StreamFence();
+        ASSERT_EQ(std::memcmp(dst, src.data() + 5, n), 0);
+        for (char* p = buf.data(); p < dst; ++p) ASSERT_EQ(*p, 0x5A);
+        for (char* p = dst + n; p < buf.data() + buf.size(); ++p) ASSERT_EQ(*p, 0x5A);
+      }
+    }
+  }
+}
+
+// Plans decide once, from the output size, whether to stream.
+TEST(AxisTransformPlanTest, StreamsFromTheThreshold) {
+  const std::vector<DimTransform> t = {DimTransform::Reverse(), DimTransform::Copy()};
+  EXPECT_FALSE(AxisTransformPlan(Shape{64, 64}, 4, t).streams());
+  SetStreamingStoreMinBytes(64 * 64 * 4);
+  EXPECT_TRUE(AxisTransformPlan(Shape{64, 64}, 4, t).streams());
+  EXPECT_FALSE(AxisTransformPlan(Shape{64, 63}, 4, t).streams());
+  SetStreamingStoreMinBytes(-1);
+  EXPECT_EQ(StreamingStoreMinBytes(), kDefaultStreamingStoreMinBytes);
+  EXPECT_TRUE(AxisTransformPlan(Shape{1024, 8192}, 4, t).streams());
 }
 
 TEST(AxisTransformPlanTest, SimplifiesShapes) {

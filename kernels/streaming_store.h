@@ -1,0 +1,58 @@
+// Non-temporal (streaming) stores for outputs larger than the last-level cache.
+//
+// An ordinary store first reads the destination line into the cache (a read
+// for ownership), so a kernel writing a DRAM-sized output moves three bytes
+// over the memory bus per byte of tensor: read the input, read the output
+// line, write it back. glibc's memcpy switches to non-temporal stores at such
+// sizes, which write whole lines straight to memory and skip the read: two
+// bytes per byte. Kernels match it by streaming their stores when the whole
+// output is at least StreamingStoreMinBytes(); smaller outputs stay cached
+// because the next step (encoding the reply) reads them again soon.
+//
+// Non-temporal stores are weakly ordered: a thread that wrote with them calls
+// StreamFence() before another thread may read the result.
+//
+// Thread-safety: the setters are for tests and benchmarks and are atomic;
+// kernels read the settings when a plan is made (threshold) or per call
+// (AVX2), so set them before preparing the ops that should see them.
+#ifndef TENSOROPS_KERNELS_STREAMING_STORE_H_
+#define TENSOROPS_KERNELS_STREAMING_STORE_H_
+
+#include <cstdint>
+
+namespace tensorops {
+
+// 16 MiB: from there an output and its input together fill the 32 MiB L3 of
+// the machines we run on (one Zen 5 CCD; not read from sysconf, which under
+// KVM reports the host's 256 MiB). Measured at 16 MiB outputs, same-binary
+// A/B with the threshold at 16 vs 32 MiB: first-axis reversal 0.25-0.36x ->
+// 1.1-1.3x memcpy (CPU time), row copies and batch-major ReverseSequence
+// 0.8-1.0x -> 1.0-1.4x; last-axis FLOAT32 reversal 0.8x -> 0.65x.
+inline constexpr int64_t kDefaultStreamingStoreMinBytes = int64_t{16} << 20;
+
+// Outputs of at least this many bytes are written with streaming stores.
+// Default kDefaultStreamingStoreMinBytes; below it an output and its input
+// may still be in cache when the reply is encoded.
+int64_t StreamingStoreMinBytes();
+// Overrides the threshold (tests force the streaming path on small tensors
+// with 0); a negative value restores the default.
+void SetStreamingStoreMinBytes(int64_t bytes);
+
+// Whether the AVX2 paths run: the CPU has AVX2 and no override turned them
+// off (tests use it to cover the scalar paths on AVX2 machines).
+bool UseAvx2();
+void SetAvx2Allowed(bool allowed);
+
+// Copies n bytes from src to dst (no overlap). With stream = true and n large
+// enough to fill whole cache lines, the aligned middle goes out with
+// non-temporal stores; the unaligned head and tail use ordinary stores.
+void CopyBytes(void* dst, const void* src, int64_t n, bool stream);
+
+// Orders this thread's earlier streaming stores before its later stores
+// (sfence on x86); call it before publishing an output written with
+// `stream` = true.
+void StreamFence();
+
+}  // namespace tensorops
+
+#endif  // TENSOROPS_KERNELS_STREAMING_STORE_H_
