@@ -49,6 +49,14 @@ mkdir -p "$FRESH/work/tensorops"
 git -C "$REPO" archive HEAD | tar -C "$FRESH/work/tensorops" -x
 cp -a "$SHARED" "$FRESH/work/shared"
 cp -L /etc/resolv.conf "$FRESH/etc/resolv.conf"
+# The network's own CA certificates (e.g. an egress proxy in front of the npm
+# registry) belong to the network as resolv.conf does, not to the machine:
+# carry them over; the ca-certificates package that tools/setup.sh installs
+# adds them to the root's bundle.
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+  mkdir -p "$FRESH/usr/local/share/ca-certificates"
+  cp /usr/local/share/ca-certificates/*.crt "$FRESH/usr/local/share/ca-certificates/"
+fi
 say "fresh root $FRESH: $(sed -n 's/^PRETTY_NAME=//p' "$FRESH/etc/os-release"), $(git -C "$REPO" rev-parse --short HEAD) of $REPO"
 
 start=$SECONDS
