@@ -49,6 +49,11 @@ mkdir -p "$FRESH/work/tensorops"
 git -C "$REPO" archive HEAD | tar -C "$FRESH/work/tensorops" -x
 cp -a "$SHARED" "$FRESH/work/shared"
 cp -L /etc/resolv.conf "$FRESH/etc/resolv.conf"
+# A minbase root has no /etc/hosts (a container runtime or the installer
+# writes one): without it "localhost" does not resolve (SecurityTest's
+# localhost:PORT call failed in the fresh root). Give it the host's, as Docker
+# and Podman do.
+[ -f "$FRESH/etc/hosts" ] || cp -L /etc/hosts "$FRESH/etc/hosts"
 # The network's own CA certificates (e.g. an egress proxy in front of the npm
 # registry) belong to the network as resolv.conf does, not to the machine:
 # carry them over; the ca-certificates package that tools/setup.sh installs
