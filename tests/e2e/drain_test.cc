@@ -52,11 +52,7 @@ constexpr int64_t kStreamBytes = int64_t{4} << 20;
 constexpr int64_t kChunkBytes = int64_t{256} << 10;
 
 std::shared_ptr<grpc::Channel> NewChannel(const std::string& address) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(-1);
-  args.SetMaxSendMessageSize(-1);
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return testing::NewTestChannel(address);
 }
 
 std::string Bytes(int64_t n, uint32_t seed) {

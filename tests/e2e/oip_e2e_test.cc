@@ -53,11 +53,7 @@ std::unique_ptr<testing::ServerProcess> StartServer(std::vector<std::string> arg
 }
 
 std::shared_ptr<grpc::Channel> NewChannel(const std::string& address) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(-1);
-  args.SetMaxSendMessageSize(-1);
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return testing::NewTestChannel(address);
 }
 
 void SetDeadline(grpc::ClientContext* ctx, int seconds = 20) {

@@ -1,6 +1,7 @@
 #include "tests/e2e/server_process.h"
 
 #include <fcntl.h>
+#include <grpcpp/grpcpp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -18,6 +19,14 @@
 #include "absl/strings/str_cat.h"
 
 namespace tensorops::testing {
+
+std::shared_ptr<grpc::Channel> NewTestChannel(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
 namespace {
 
 // The number after `key` on a complete line of `seen`: >0 found, 0 when the

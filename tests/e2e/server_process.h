@@ -7,8 +7,10 @@
 #ifndef TENSOROPS_TESTS_E2E_SERVER_PROCESS_H_
 #define TENSOROPS_TESTS_E2E_SERVER_PROCESS_H_
 
+#include <grpcpp/channel.h>
 #include <sys/types.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -59,6 +61,10 @@ class ServerProcess {
   int metrics_port_ = -1;
   int stdout_fd_ = -1;
 };
+
+// A plaintext channel to a test server with its own TCP connection (local
+// subchannel pool) and no client-side message size limits.
+std::shared_ptr<grpc::Channel> NewTestChannel(const std::string& address);
 
 }  // namespace tensorops::testing
 

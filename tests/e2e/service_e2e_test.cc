@@ -60,11 +60,7 @@ std::unique_ptr<testing::ServerProcess> StartServer(std::vector<std::string> arg
 // A channel with its own TCP connection (local subchannel pool) and no
 // client-side message size limits.
 std::shared_ptr<grpc::Channel> NewChannel(const std::string& address) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(-1);
-  args.SetMaxSendMessageSize(-1);
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  auto channel = testing::NewTestChannel(address);
   EXPECT_TRUE(
       channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10)));
   return channel;
