@@ -407,6 +407,16 @@ grpc::Status Call(v1::TensorOps::Stub* stub, const v1::ExecuteRequest& req,
   return stub->Execute(&ctx, req, resp);
 }
 
+// A kernel that holds the only kernel thread for seconds while its transfer
+// stays short: 128 MiB in the plain and ASan builds; under TSan, where a
+// 128 MiB Roll alone takes ~15 s (and sending 200 MiB through an instrumented
+// decoder on a loaded CI machine took more than 20 s), 32 MiB is ~3 s.
+constexpr int64_t kBusyKernelBytes =
+    testing::kThreadSanitized ? int64_t{32} << 20 : int64_t{128} << 20;
+constexpr std::chrono::milliseconds kBusyCallDeadline =
+    std::chrono::seconds(testing::kSanitized ? 120 : 40);
+constexpr int kBusyStartWaitMs = testing::kSanitized ? 60000 : 20000;
+
 // A big raw UINT8 Roll of shape [n/2, 2] along axis 1: a 1-byte copy per
 // element, the slowest kernel per byte (keeps a single kernel thread busy).
 v1::ExecuteRequest BigRoll(int64_t bytes) {
@@ -730,12 +740,12 @@ TEST(ServiceE2ETest, QueueLimitRejects) {
   auto small_stub = v1::TensorOps::NewStub(small_channel);
 
   // Occupy the only kernel thread with a slow request.
-  const v1::ExecuteRequest big = BigRoll(int64_t{128} << 20);
+  const v1::ExecuteRequest big = BigRoll(kBusyKernelBytes);
   v1::ExecuteResponse big_resp;
   grpc::Status big_status;
   std::thread big_thread(
-      [&] { big_status = Call(big_stub.get(), big, &big_resp, std::chrono::seconds(40)); });
-  if (!WaitUntil([&] { return OneRequestRunning(*server); }, 20000, 2)) {
+      [&] { big_status = Call(big_stub.get(), big, &big_resp, kBusyCallDeadline); });
+  if (!WaitUntil([&] { return OneRequestRunning(*server); }, kBusyStartWaitMs, 2)) {
     big_thread.join();
     FAIL() << "the big request never started: " << big_status.error_code() << " "
            << big_status.error_message();
@@ -823,12 +833,12 @@ TEST(ServiceE2ETest, DeadlinePassedInQueueIsDropped) {
   auto big_stub = v1::TensorOps::NewStub(big_channel);
   auto small_stub = v1::TensorOps::NewStub(small_channel);
 
-  const v1::ExecuteRequest big = BigRoll(int64_t{200} << 20);
+  const v1::ExecuteRequest big = BigRoll(kBusyKernelBytes * 3 / 2);
   v1::ExecuteResponse big_resp;
   grpc::Status big_status;
   std::thread big_thread(
-      [&] { big_status = Call(big_stub.get(), big, &big_resp, std::chrono::seconds(40)); });
-  if (!WaitUntil([&] { return OneRequestRunning(*server); }, 20000, 2)) {
+      [&] { big_status = Call(big_stub.get(), big, &big_resp, kBusyCallDeadline); });
+  if (!WaitUntil([&] { return OneRequestRunning(*server); }, kBusyStartWaitMs, 2)) {
     big_thread.join();
     FAIL() << "the big request never started: " << big_status.error_code() << " "
            << big_status.error_message();
