@@ -2,6 +2,8 @@
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/codegen/client_unary_call.h>
+#include <grpcpp/impl/rpc_method.h>
+#include <grpcpp/support/sync_stream.h>
 
 #include <algorithm>
 #include <thread>
@@ -16,6 +18,7 @@
 #include "wire/crc32.h"
 #include "wire/limits.h"
 #include "wire/status.h"
+#include "wire/stream_chunk.h"
 
 namespace tensorops {
 inline namespace client_v1 {
@@ -33,6 +36,9 @@ class TensorAccess {
     t.owned_ = std::move(owned);
     return t;
   }
+  // What keeps a non-STRING tensor's bytes alive; null for a View (memory
+  // the caller owns).
+  static std::shared_ptr<const void> Owner(const Tensor& t) { return t.owned_; }
 };
 
 namespace {
@@ -148,6 +154,11 @@ struct Client::Impl {
   ClientOptions options;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::TensorOps::Stub> stub;
+  // ExecuteStream called raw (grpc::ByteBuffer messages on the generated
+  // stub's method path), so chunks leave and enter tensors without protobuf
+  // copies (wire/stream_chunk.h). gRPC keeps a pointer to the name.
+  std::string stream_method_name;
+  std::unique_ptr<grpc::internal::RpcMethod> stream_method;
 
   // Per-call context: the deadline and, when configured, the bearer token.
   void SetDeadline(const CallOptions& call, grpc::ClientContext* ctx) const {
@@ -218,6 +229,31 @@ absl::Status MalformedStream(absl::string_view what) {
   return absl::InternalError(absl::StrCat("malformed ExecuteStream reply from server: ", what));
 }
 
+// Appends `pieces` to `o`, taking their CRC while each block is in cache.
+void AppendChunk(absl::Span<const absl::string_view> pieces, StreamedOutput* o) {
+  constexpr size_t kBlock = size_t{64} << 10;
+  for (absl::string_view p : pieces) {
+    for (size_t done = 0; done < p.size(); done += kBlock) {
+      const size_t k = std::min(kBlock, p.size() - done);
+      o->data.append(p.data() + done, k);
+      o->crc = Crc32(o->crc, p.data() + done, static_cast<int64_t>(k));
+    }
+  }
+}
+
+// `bytes[off, off + n)` of input `index` as a chunk message. An owned tensor's
+// bytes are sent in place (the slice holds the tensor's storage); a View's
+// are copied once, since gRPC may release a slice after the call returns.
+grpc::ByteBuffer InputChunk(uint32_t index, const Tensor& t, int64_t off, int64_t n) {
+  const absl::string_view data(t.bytes().data() + off, static_cast<size_t>(n));
+  std::shared_ptr<const void> owner = TensorAccess::Owner(t);
+  if (owner == nullptr) {
+    auto copy = std::make_shared<const std::string>(data);
+    return EncodeChunkInPlace(index, static_cast<uint64_t>(off), *copy, copy);
+  }
+  return EncodeChunkInPlace(index, static_cast<uint64_t>(off), data, std::move(owner));
+}
+
 }  // namespace
 
 ExecuteResult Client::Impl::ExecuteStream(absl::string_view op, const Attrs& attrs,
@@ -248,38 +284,56 @@ ExecuteResult Client::Impl::ExecuteStream(absl::string_view op, const Attrs& att
   progress.expected_bytes_to_receive = client_internal::InferredOutputBytes(*header).value_or(0);
   const int64_t chunk_bytes = std::max<int64_t>(1, options.stream_chunk_bytes);
 
+  grpc::ByteBuffer header_buffer;
+  bool own_buffer = false;
+  if (!grpc::SerializationTraits<v1::ExecuteStreamRequest>::Serialize(header_msg, &header_buffer,
+                                                                      &own_buffer)
+           .ok()) {
+    return absl::InternalError("could not serialise the ExecuteStream header");
+  }
+
   grpc::ClientContext ctx;
   SetDeadline(call, &ctx);
-  std::unique_ptr<grpc::ClientReaderWriter<v1::ExecuteStreamRequest, v1::ExecuteStreamResponse>>
-      stream = stub->ExecuteStream(&ctx);
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream(
+      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
+          channel.get(), *stream_method, &ctx));
   // A failed Write means the call is over (the server refused it, or it
   // broke): stop sending and let Finish say why.
-  bool writing = stream->Write(header_msg);
-  v1::ExecuteStreamRequest msg;
+  bool writing = stream->Write(header_buffer);
   for (size_t i = 0; writing && i < inputs.size(); ++i) {
-    const absl::Span<const char> bytes = inputs[i].bytes();
-    const int64_t size = static_cast<int64_t>(bytes.size());
+    const int64_t size = static_cast<int64_t>(inputs[i].bytes().size());
     for (int64_t off = 0; writing && off < size; off += chunk_bytes) {
       const int64_t n = std::min(chunk_bytes, size - off);
-      v1::TensorChunk* chunk = msg.mutable_chunk();
-      chunk->set_tensor(static_cast<uint32_t>(i));
-      chunk->set_offset(static_cast<uint64_t>(off));
-      chunk->set_data(bytes.data() + off, n);
-      writing = stream->Write(msg);
+      writing = stream->Write(InputChunk(static_cast<uint32_t>(i), inputs[i], off, n));
       if (writing) {
         progress.bytes_sent += n;
         if (call.progress) call.progress(progress);
       }
     }
   }
-  msg.Clear();
   if (writing) stream->WritesDone();
 
   std::vector<StreamedOutput> outputs;
   absl::Status reply_error;
+  grpc::ByteBuffer buffer;
+  std::vector<grpc::Slice> slices;
+  ChunkInPlace in_place;
   v1::ExecuteStreamResponse resp;
   bool have_header = false;
-  while (reply_error.ok() && stream->Read(&resp)) {
+  while (reply_error.ok() && stream->Read(&buffer)) {
+    // Chunks in the usual encoding are read in place; anything else (the
+    // header, unusual encodings) by protobuf.
+    slices.clear();
+    const bool chunk_in_place =
+        have_header && buffer.Dump(&slices).ok() && ReadChunkInPlace(slices, &in_place);
+    if (chunk_in_place) {
+      resp.Clear();
+    } else {
+      if (!grpc::SerializationTraits<v1::ExecuteStreamResponse>::Deserialize(&buffer, &resp).ok()) {
+        reply_error = MalformedStream("a message that is not an ExecuteStreamResponse");
+        break;
+      }
+    }
     if (!have_header) {
       if (!resp.has_header()) {
         reply_error = MalformedStream("first message is not a header");
@@ -305,22 +359,29 @@ ExecuteResult Client::Impl::ExecuteStream(absl::string_view op, const Attrs& att
       }
       continue;
     }
-    if (!resp.has_chunk() || resp.chunk().tensor() >= outputs.size()) {
+    if (!chunk_in_place) {
+      if (!resp.has_chunk()) {
+        reply_error = MalformedStream("chunk without a known output");
+        break;
+      }
+      in_place.tensor = resp.chunk().tensor();
+      in_place.offset = resp.chunk().offset();
+      in_place.size = static_cast<int64_t>(resp.chunk().data().size());
+      in_place.pieces.assign(1, absl::string_view(resp.chunk().data()));
+    }
+    if (in_place.tensor >= outputs.size()) {
       reply_error = MalformedStream("chunk without a known output");
       break;
     }
-    StreamedOutput& o = outputs[resp.chunk().tensor()];
-    const std::string& data = resp.chunk().data();
-    if (resp.chunk().offset() != o.data.size() ||
-        static_cast<int64_t>(data.size()) > o.bytes - static_cast<int64_t>(o.data.size())) {
-      reply_error =
-          MalformedStream(absl::StrCat("chunk at offset ", resp.chunk().offset(), " of output ",
-                                       resp.chunk().tensor(), " out of place"));
+    StreamedOutput& o = outputs[in_place.tensor];
+    if (in_place.offset != o.data.size() ||
+        in_place.size > o.bytes - static_cast<int64_t>(o.data.size())) {
+      reply_error = MalformedStream(absl::StrCat("chunk at offset ", in_place.offset, " of output ",
+                                                 in_place.tensor, " out of place"));
       break;
     }
-    o.crc = Crc32(o.crc, data.data(), static_cast<int64_t>(data.size()));
-    o.data.append(data);
-    progress.bytes_received += static_cast<int64_t>(data.size());
+    AppendChunk(in_place.pieces, &o);
+    progress.bytes_received += in_place.size;
     if (call.progress) call.progress(progress);
   }
   if (!reply_error.ok()) {
@@ -411,6 +472,10 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& opti
     return absl::InvalidArgumentError(absl::StrCat("cannot create a channel to ", options.target));
   }
   impl->stub = v1::TensorOps::NewStub(impl->channel);
+  impl->stream_method_name =
+      absl::StrCat("/", v1::TensorOps::service_full_name(), "/ExecuteStream");
+  impl->stream_method = std::make_unique<grpc::internal::RpcMethod>(
+      impl->stream_method_name.c_str(), grpc::internal::RpcMethod::BIDI_STREAMING, impl->channel);
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 

@@ -4,9 +4,14 @@
 // header, the rest chunks, then the end of input, the op, and the output in
 // chunks. Limits are small (1 MiB per call, 4 KiB chunks) so the fuzzer
 // explores protocol states rather than allocations.
-// Properties checked on success: the output chunks cover the output once, in
-// order, and their CRC-32 equals the output header's; and the result is the
-// one Execute gives for the same tensors sent in one message.
+// Chunks go in and out as the reactor moves them: each chunk's bytes, cut
+// into two slices, through the in-place reader (wire/stream_chunk.h), and
+// the output through the in-place writer.
+// Properties checked: what the in-place reader accepts, protobuf parses to
+// the same chunk; on success, the output chunks (parsed back by protobuf)
+// cover the output once, in order, and their CRC-32 equals the output
+// header's; and the result is the one Execute gives for the same tensors
+// sent in one message.
 #include <zlib.h>
 
 #include <cstddef>
@@ -21,6 +26,7 @@
 #include "server/execution.h"
 #include "server/stream_execution.h"
 #include "tensorops/v1/tensorops.pb.h"
+#include "wire/stream_chunk.h"
 
 namespace {
 
@@ -39,6 +45,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<tensorops::v1::ExecuteStreamRequest> messages;
+  std::vector<std::vector<grpc::Slice>> frames;  // each message's bytes in two slices
   for (size_t pos = 0; pos + 2 <= size && messages.size() < 256;) {
     const size_t len = data[pos] | (size_t{data[pos + 1]} << 8);
     pos += 2;
@@ -46,6 +53,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     tensorops::v1::ExecuteStreamRequest m;
     if (!m.ParseFromArray(data + pos, static_cast<int>(len))) return 0;
     messages.push_back(std::move(m));
+    const size_t cut = len == 0 ? 0 : data[pos] % (len + 1);
+    frames.push_back({grpc::Slice(data + pos, cut), grpc::Slice(data + pos + cut, len - cut)});
     pos += len;
   }
   if (messages.empty() || !messages[0].has_header()) return 0;
@@ -61,7 +70,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 1; i < messages.size(); ++i) {
     if (!messages[i].has_chunk()) return 0;  // the reactor ends the call here too
     const auto& chunk = messages[i].chunk();
-    if (!(*exec)->AddChunk(chunk).ok()) return 0;
+    tensorops::ChunkInPlace in_place;
+    if (tensorops::ReadChunkInPlace(frames[i], &in_place)) {
+      std::string joined;
+      for (absl::string_view p : in_place.pieces) joined.append(p.data(), p.size());
+      if (in_place.tensor != chunk.tensor() || in_place.offset != chunk.offset() ||
+          joined != chunk.data() || in_place.size != static_cast<int64_t>(joined.size())) {
+        Fail("the in-place chunk reader disagrees with protobuf");
+      }
+      if (!(*exec)->AddChunk(in_place.tensor, in_place.offset, in_place.pieces).ok()) return 0;
+    } else if (!(*exec)->AddChunk(chunk).ok()) {
+      return 0;
+    }
     sent[chunk.tensor()] += chunk.data();
   }
   if (!(*exec)->EndOfInput().ok()) return 0;
@@ -90,8 +110,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (*exec)->FillOutputHeader(&header);
   if (header.outputs_size() != 1) Fail("not exactly one output header");
   std::string output;
-  tensorops::v1::TensorChunk chunk;
-  while ((*exec)->NextChunk(&chunk)) {
+  uint64_t offset = 0;
+  absl::string_view piece;
+  while ((*exec)->NextChunk(&offset, &piece)) {
+    const grpc::ByteBuffer buffer =
+        tensorops::EncodeChunkInPlace(0, offset, piece, (*exec)->output_owner());
+    std::vector<grpc::Slice> slices;
+    if (!buffer.Dump(&slices).ok()) Fail("an output chunk's buffer cannot be read");
+    std::string bytes;
+    for (const grpc::Slice& s : slices) {
+      bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
+    tensorops::v1::ExecuteStreamResponse response;
+    if (!response.ParseFromString(bytes) || !response.has_chunk()) {
+      Fail("an output chunk written in place is not an ExecuteStreamResponse chunk");
+    }
+    const tensorops::v1::TensorChunk& chunk = response.chunk();
     if (chunk.tensor() != 0) Fail("output chunk for another tensor");
     if (chunk.offset() != output.size()) Fail("output chunk out of order");
     if (chunk.data().empty() ||
@@ -99,7 +133,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       Fail("output chunk empty or past the chunk size");
     }
     output += chunk.data();
-    chunk.Clear();
   }
   const uint32_t crc = static_cast<uint32_t>(
       crc32_z(0, reinterpret_cast<const Bytef*>(output.data()), output.size()));

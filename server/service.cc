@@ -77,8 +77,8 @@ grpc::ServerUnaryReactor* TensorOpsService::Execute(grpc::CallbackServerContext*
   return new ExecuteReactor(pipeline_, ctx, request, response);
 }
 
-grpc::ServerBidiReactor<v1::ExecuteStreamRequest, v1::ExecuteStreamResponse>*
-TensorOpsService::ExecuteStream(grpc::CallbackServerContext* ctx) {
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* TensorOpsService::ExecuteStream(
+    grpc::CallbackServerContext* ctx) {
   return NewExecuteStreamReactor(pipeline_, ctx);
 }
 

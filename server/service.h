@@ -7,7 +7,8 @@
 //   Execute        one request message -> PreparedExecution (server/execution.h)
 //                  -> one response message;
 //   ExecuteStream  chunked upload -> StreamedExecution (server/stream_execution.h)
-//                  -> chunked download (server/stream_reactor.h);
+//                  -> chunked download (server/stream_reactor.h, chunks in
+//                  place by wire/stream_chunk.h);
 //   ListOps        the registry's specs (gate only: it runs no kernel).
 //
 // Thread-safety: safe for concurrent RPCs.
@@ -19,7 +20,14 @@
 
 namespace tensorops {
 
-class TensorOpsService final : public v1::TensorOps::CallbackService {
+// ExecuteStream is registered raw (grpc::ByteBuffer messages) so its chunks
+// move without protobuf copies; its wire format is still the .proto's, and
+// reflection describes it as usual.
+using TensorOpsServiceBase =
+    v1::TensorOps::WithCallbackMethod_Execute<v1::TensorOps::WithCallbackMethod_ListOps<
+        v1::TensorOps::WithRawCallbackMethod_ExecuteStream<v1::TensorOps::Service>>>;
+
+class TensorOpsService final : public TensorOpsServiceBase {
  public:
   // `pipeline` is not owned and must outlive the service.
   explicit TensorOpsService(CallPipeline* pipeline) : pipeline_(pipeline) {}
@@ -30,7 +38,7 @@ class TensorOpsService final : public v1::TensorOps::CallbackService {
   grpc::ServerUnaryReactor* ListOps(grpc::CallbackServerContext* ctx,
                                     const v1::ListOpsRequest* request,
                                     v1::ListOpsResponse* response) override;
-  grpc::ServerBidiReactor<v1::ExecuteStreamRequest, v1::ExecuteStreamResponse>* ExecuteStream(
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ExecuteStream(
       grpc::CallbackServerContext* ctx) override;
 
  private:

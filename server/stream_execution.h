@@ -24,6 +24,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "kernels/op_registry.h"
 #include "kernels/tensor.h"
 #include "kernels/thread_pool.h"
@@ -56,6 +58,11 @@ class StreamedExecution {
   // than the bytes of that input received so far, or data past its end.
   // The first chunk of an input allocates it.
   absl::Status AddChunk(const v1::TensorChunk& chunk);
+  // The same for a chunk whose `data` lies in pieces (views of the received
+  // slices, wire/stream_chunk.h): each piece is copied into the input and
+  // its CRC taken while the bytes are still in cache.
+  absl::Status AddChunk(uint32_t tensor, uint64_t offset,
+                        absl::Span<const absl::string_view> pieces);
 
   // The client closed its side: INVALID_ARGUMENT if an input is short,
   // DATA_LOSS if an input's CRC-32 differs from its header's.
@@ -70,8 +77,10 @@ class StreamedExecution {
   // After Run: the next chunk of the output (at most stream_chunk_bytes); false once
   // every byte has been handed out.
   bool NextChunk(v1::TensorChunk* chunk);
-  // Frees the output (after the last chunk went out).
-  void ReleaseOutput() { output_ = Tensor(); }
+  // The same without a copy: `*data` views the output's memory, which
+  // output_owner() keeps alive (for slices that outlive this object).
+  bool NextChunk(uint64_t* offset, absl::string_view* data);
+  std::shared_ptr<const void> output_owner() const { return output_; }
 
  private:
   struct Input {
@@ -94,7 +103,7 @@ class StreamedExecution {
   int64_t input_bytes_ = 0;
   int64_t output_bytes_ = 0;
   int64_t received_bytes_ = 0;
-  Tensor output_;
+  std::shared_ptr<Tensor> output_;  // shared with the output chunks' slices
   uint32_t output_crc_ = 0;
   int64_t sent_bytes_ = 0;
 };

@@ -13,19 +13,27 @@
 // Every failure (a bad message, a broken read or write when the client
 // cancels or disconnects) ends the call at once through End(), which frees
 // the tensors; the Call gives the bytes back to admission control.
+//
+// The method is registered raw (grpc::ByteBuffer both ways): chunk messages
+// are read and written in place (wire/stream_chunk.h), so an input byte is
+// copied once, from the receive slices into its tensor, and an output byte
+// not at all. Headers, and chunks in any unusual encoding, go through the
+// generated protobuf classes.
 #include "server/stream_reactor.h"
 
 #include <cstdint>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/stream_execution.h"
+#include "wire/stream_chunk.h"
 
 namespace tensorops {
 namespace {
 
-using StreamReactor = grpc::ServerBidiReactor<v1::ExecuteStreamRequest, v1::ExecuteStreamResponse>;
+using StreamReactor = grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>;
 
 class ExecuteStreamReactor final : public StreamReactor {
  public:
@@ -50,6 +58,7 @@ class ExecuteStreamReactor final : public StreamReactor {
       End(status);
       return;
     }
+    request_.Clear();
     StartRead(&request_);
   }
 
@@ -58,9 +67,11 @@ class ExecuteStreamReactor final : public StreamReactor {
       End(absl::CancelledError("the client went away while the output was being sent"));
       return;
     }
-    response_.Clear();
-    if (exec_->NextChunk(response_.mutable_chunk())) {
-      sent_bytes_ += static_cast<int64_t>(response_.chunk().data().size());
+    uint64_t offset = 0;
+    absl::string_view data;
+    if (exec_->NextChunk(&offset, &data)) {
+      response_ = EncodeChunkInPlace(0, offset, data, exec_->output_owner());
+      sent_bytes_ += static_cast<int64_t>(data.size());
       StartWrite(&response_);
       return;
     }
@@ -70,13 +81,26 @@ class ExecuteStreamReactor final : public StreamReactor {
   void OnDone() override { delete this; }
 
  private:
+  // A message the in-place reader does not take, parsed by protobuf.
+  absl::Status Parse(v1::ExecuteStreamRequest* message) {
+    if (!grpc::SerializationTraits<v1::ExecuteStreamRequest>::Deserialize(&request_, message)
+             .ok()) {
+      return absl::InvalidArgumentError(
+          "an ExecuteStream message that is not a valid "
+          "tensorops.v1.ExecuteStreamRequest");
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status OnHeader() {
-    if (!request_.has_header()) {
+    v1::ExecuteStreamRequest message;
+    if (absl::Status s = Parse(&message); !s.ok()) return s;
+    if (!message.has_header()) {
       return absl::InvalidArgumentError(
           "the first ExecuteStream message must be a header (op, attrs, input dtypes, shapes "
           "and CRC-32s); got a chunk");
     }
-    const v1::StreamHeader& header = request_.header();
+    const v1::StreamHeader& header = message.header();
     absl::StatusOr<std::unique_ptr<StreamedExecution>> exec =
         StreamedExecution::Begin(pipeline_->registry(), header, pipeline_->limits());
     // The op label: the canonical name once the header is valid, else "unknown".
@@ -91,13 +115,19 @@ class ExecuteStreamReactor final : public StreamReactor {
   }
 
   absl::Status OnChunk() {
-    if (request_.has_header()) {
+    slices_.clear();
+    if (request_.Dump(&slices_).ok() && ReadChunkInPlace(slices_, &chunk_)) {
+      return exec_->AddChunk(chunk_.tensor, chunk_.offset, chunk_.pieces);
+    }
+    v1::ExecuteStreamRequest message;
+    if (absl::Status s = Parse(&message); !s.ok()) return s;
+    if (message.has_header()) {
       return absl::InvalidArgumentError("a second header in one ExecuteStream call");
     }
-    if (!request_.has_chunk()) {
+    if (!message.has_chunk()) {
       return absl::InvalidArgumentError("an ExecuteStream message with neither header nor chunk");
     }
-    return exec_->AddChunk(request_.chunk());
+    return exec_->AddChunk(message.chunk());
   }
 
   // The read side ended: the client closed it (upload complete, or short),
@@ -131,7 +161,15 @@ class ExecuteStreamReactor final : public StreamReactor {
             End(status);
             return;
           }
-          exec_->FillOutputHeader(response_.mutable_header());
+          v1::ExecuteStreamResponse header;
+          exec_->FillOutputHeader(header.mutable_header());
+          bool own_buffer = false;
+          if (!grpc::SerializationTraits<v1::ExecuteStreamResponse>::Serialize(header, &response_,
+                                                                               &own_buffer)
+                   .ok()) {
+            End(absl::InternalError("could not serialise the output header"));
+            return;
+          }
           StartWrite(&response_);
         });
   }
@@ -146,8 +184,10 @@ class ExecuteStreamReactor final : public StreamReactor {
 
   CallPipeline* const pipeline_;
   Call call_;
-  v1::ExecuteStreamRequest request_;
-  v1::ExecuteStreamResponse response_;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer response_;
+  std::vector<grpc::Slice> slices_;  // request_'s, while a chunk is placed
+  ChunkInPlace chunk_;
   std::unique_ptr<StreamedExecution> exec_;
   int64_t sent_bytes_ = 0;
 };

@@ -1,9 +1,14 @@
 // ExecuteStream's front door: the RPC half of a streamed call
 // (server/stream_execution.h holds the op call, server/call.h the lifecycle).
 //
+// The method is served raw (grpc::ByteBuffer messages; TensorOpsService
+// registers it so): the reactor reads and writes chunks in place.
+//
 // Thread-safety: one reactor per call; gRPC serialises its callbacks.
 #ifndef TENSOROPS_SERVER_STREAM_REACTOR_H_
 #define TENSOROPS_SERVER_STREAM_REACTOR_H_
+
+#include <grpcpp/support/byte_buffer.h>
 
 #include "server/call.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
@@ -12,8 +17,8 @@ namespace tensorops {
 
 // A new reactor for one ExecuteStream call; it deletes itself in OnDone.
 // `pipeline` must outlive it.
-grpc::ServerBidiReactor<v1::ExecuteStreamRequest, v1::ExecuteStreamResponse>*
-NewExecuteStreamReactor(CallPipeline* pipeline, grpc::CallbackServerContext* ctx);
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* NewExecuteStreamReactor(
+    CallPipeline* pipeline, grpc::CallbackServerContext* ctx);
 
 }  // namespace tensorops
 

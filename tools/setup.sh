@@ -19,7 +19,9 @@ PACKAGES=(
   # libraries (see ../shared/toolchain.md)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   prometheus-cpp-dev grpc-proto
-  zlib1g-dev  # CRC-32 of streamed tensors (libgrpc-dev pulls it in too; named for clarity)
+  # CRC-32 of streamed tensors: ISA-L computes it, zlib combines parts (and is
+  # the tests' independent reference; libgrpc-dev pulls it in too)
+  libisal-dev zlib1g-dev
 )
 case "$PROFILE" in
   image) ;;

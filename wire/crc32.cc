@@ -1,5 +1,6 @@
 #include "wire/crc32.h"
 
+#include <isa-l/crc.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -10,12 +11,18 @@ namespace {
 
 constexpr int64_t kBlockBytes = int64_t{16} << 20;
 
+// ISA-L takes a 64-bit length; zlib's convention for `crc` (the finished
+// value of the bytes before, 0 to start) is ISA-L's crc32_gzip_refl's too.
+uint32_t Crc32Serial(uint32_t crc, const unsigned char* bytes, int64_t size) {
+  return crc32_gzip_refl(crc, bytes, static_cast<uint64_t>(size));
+}
+
 }  // namespace
 
 uint32_t Crc32(uint32_t crc, const void* data, int64_t size, ThreadPool* pool) {
   const auto* bytes = static_cast<const Bytef*>(data);
   if (pool == nullptr || pool->num_threads() < 2 || size < 2 * kBlockBytes) {
-    return static_cast<uint32_t>(crc32_z(crc, bytes, static_cast<z_size_t>(size)));
+    return Crc32Serial(crc, bytes, size);
   }
   const int64_t blocks = (size + kBlockBytes - 1) / kBlockBytes;
   std::vector<uint32_t> parts(blocks);
@@ -23,7 +30,7 @@ uint32_t Crc32(uint32_t crc, const void* data, int64_t size, ThreadPool* pool) {
     for (int64_t i = b; i < e; ++i) {
       const int64_t begin = i * kBlockBytes;
       const int64_t n = std::min(kBlockBytes, size - begin);
-      parts[i] = static_cast<uint32_t>(crc32_z(0, bytes + begin, static_cast<z_size_t>(n)));
+      parts[i] = Crc32Serial(0, bytes + begin, n);
     }
   });
   uLong total = crc;
