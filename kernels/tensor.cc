@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "kernels/huge_pages.h"
+#include "kernels/buffer_cache.h"
 
 namespace tensorops {
 
@@ -19,9 +19,22 @@ int64_t NumElements(const Shape& shape) {
 
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
   const int64_t bytes = num_bytes();
+  if (bytes >= BufferCache::kMinBytes) {
+    int64_t capacity = 0;
+    char* p = BufferCache::Global().Allocate(bytes, &capacity);
+    data_ = std::unique_ptr<char[], TensorBufferDeleter>(p, TensorBufferDeleter{capacity});
+    return;
+  }
   // new char[0] is valid; keep a non-null pointer so views are uniform.
   data_.reset(new char[bytes > 0 ? bytes : 1]);
-  AdviseHugePages(data_.get(), bytes);
+}
+
+void TensorBufferDeleter::operator()(char* p) const {
+  if (capacity > 0) {
+    BufferCache::Global().Release(p, capacity);
+  } else {
+    delete[] p;
+  }
 }
 
 }  // namespace tensorops

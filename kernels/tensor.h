@@ -39,7 +39,16 @@ struct TensorView {
   }
 };
 
-// Owns a buffer sized for (dtype, shape). The bytes are uninitialised until written.
+// Frees a Tensor's buffer: through BufferCache::Global() what came from it
+// (capacity > 0), else with delete[].
+struct TensorBufferDeleter {
+  int64_t capacity = 0;
+  void operator()(char* p) const;
+};
+
+// Owns a buffer sized for (dtype, shape). The bytes are uninitialised until
+// written. Buffers of BufferCache::kMinBytes and more come from (and go back
+// to) BufferCache::Global(), so a big call reuses the pages of the last one.
 class Tensor {
  public:
   Tensor() = default;
@@ -65,7 +74,7 @@ class Tensor {
  private:
   DType dtype_ = DType::kInvalid;
   Shape shape_;
-  std::unique_ptr<char[]> data_;
+  std::unique_ptr<char[], TensorBufferDeleter> data_;
 };
 
 }  // namespace tensorops

@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "kernels/buffer_cache.h"
 #include "server/logging.h"
 #include "server/server.h"
 
@@ -65,6 +66,13 @@ ABSL_FLAG(bool, malloc_tuning, true,
           "Keep freed tensor buffers (up to 32 MiB each) in the heap for reuse instead of "
           "returning them to the OS, avoiding a page fault per 4 KiB on every large request. "
           "Memory is not returned to the OS after a burst.");
+ABSL_FLAG(int64_t, buffer_cache_bytes, tensorops::BufferCache::kDefaultLimitBytes,
+          "Freed tensor buffers of 8 MiB and more (ExecuteStream's inputs and outputs) kept, "
+          "up to this many bytes, for the next call of about the same size to reuse instead "
+          "of faulting in fresh pages; 0 turns the cache off.");
+ABSL_FLAG(absl::Duration, buffer_cache_idle, tensorops::BufferCache::kDefaultIdle,
+          "How long a cached buffer (--buffer_cache_bytes) is kept unused before it is "
+          "returned to the OS.");
 // Request size limits (wire/limits.h; README "Limits").
 ABSL_FLAG(int64_t, max_rank, tensorops::RequestLimits().max_rank,
           "Largest rank of any input tensor (NumPy's limit); past it, INVALID_ARGUMENT.");
@@ -136,6 +144,12 @@ int main(int argc, char** argv) {
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
     mallopt(M_ARENA_MAX, 1);
   }
+  if (absl::GetFlag(FLAGS_buffer_cache_bytes) < 0) {
+    std::fprintf(stderr, "tensorops-server: --buffer_cache_bytes must be >= 0\n");
+    return 2;
+  }
+  tensorops::BufferCache::Global().Configure(absl::GetFlag(FLAGS_buffer_cache_bytes),
+                                             absl::GetFlag(FLAGS_buffer_cache_idle));
 
   absl::StatusOr<tensorops::LogLevel> level =
       tensorops::ParseLogLevel(absl::GetFlag(FLAGS_log_level));
