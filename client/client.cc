@@ -243,7 +243,8 @@ void AppendChunk(absl::Span<const absl::string_view> pieces, StreamedOutput* o) 
 
 // `bytes[off, off + n)` of input `index` as a chunk message. An owned tensor's
 // bytes are sent in place (the slice holds the tensor's storage); a View's
-// are copied once, since gRPC may release a slice after the call returns.
+// are copied once: gRPC may hold a slice past the call's end, and a View's
+// memory is the caller's to free as soon as the call returns.
 grpc::ByteBuffer InputChunk(uint32_t index, const Tensor& t, int64_t off, int64_t n) {
   const absl::string_view data(t.bytes().data() + off, static_cast<size_t>(n));
   std::shared_ptr<const void> owner = TensorAccess::Owner(t);

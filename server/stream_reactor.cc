@@ -133,6 +133,8 @@ class ExecuteStreamReactor final : public StreamReactor {
   // The read side ended: the client closed it (upload complete, or short),
   // or the call broke (cancelled, deadline, disconnect).
   void EndOfUpload() {
+    slices_.clear();  // the last chunk's receive buffers: not needed any more
+    chunk_.pieces.clear();
     if (call_.context()->IsCancelled()) {
       End(absl::CancelledError(
           absl::StrCat("the call was cancelled (client cancel, deadline or disconnect) after ",
