@@ -205,6 +205,7 @@ RunResult RunOnce(int run, Tally* tally, int drain_seconds) {
   std::atomic<bool> signalled{false};
   std::atomic<bool> stop{false};
   std::atomic<int> ok_before{0};
+  std::atomic<int> streams_ok_before{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < kUnaryClients; ++t) {
     threads.emplace_back([&, t] {
@@ -238,6 +239,7 @@ RunResult RunOnce(int run, Tally* tally, int drain_seconds) {
         std::string wrong;
         const grpc::Status st = StreamRoll(stub, data, &wrong);
         tally->Add("stream", after, st, wrong);
+        if (st.ok() && !after) streams_ok_before.fetch_add(1);
         if (!st.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
       }
     });
@@ -247,10 +249,16 @@ RunResult RunOnce(int run, Tally* tally, int drain_seconds) {
   // signal in the middle of the load.)
   const int warm_calls = testing::kSanitized ? 20 : 200;
   const auto warm_deadline = Clock::now() + std::chrono::seconds(30);
-  while (ok_before.load() < warm_calls && Clock::now() < warm_deadline) {
+  // At least one whole stream too: under ASan one 4 MiB upload in slow
+  // chunks can outlast 20 unary calls (a CI run signalled before any
+  // stream had finished).
+  while ((ok_before.load() < warm_calls || streams_ok_before.load() < 1) &&
+         Clock::now() < warm_deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   EXPECT_GE(ok_before.load(), warm_calls) << "run " << run << ": the load never built up";
+  EXPECT_GE(streams_ok_before.load(), 1)
+      << "run " << run << ": no stream finished before the signal";
   signalled.store(true);
   EXPECT_TRUE(server.Signal(SIGTERM));
   const auto signalled_at = Clock::now();
