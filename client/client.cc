@@ -231,13 +231,9 @@ absl::Status MalformedStream(absl::string_view what) {
 
 // Appends `pieces` to `o`, taking their CRC while each block is in cache.
 void AppendChunk(absl::Span<const absl::string_view> pieces, StreamedOutput* o) {
-  constexpr size_t kBlock = size_t{64} << 10;
   for (absl::string_view p : pieces) {
-    for (size_t done = 0; done < p.size(); done += kBlock) {
-      const size_t k = std::min(kBlock, p.size() - done);
-      o->data.append(p.data() + done, k);
-      o->crc = Crc32(o->crc, p.data() + done, static_cast<int64_t>(k));
-    }
+    o->crc = Crc32WhileCopying(o->crc, p,
+                               [o](const char* block, size_t k) { o->data.append(block, k); });
   }
 }
 

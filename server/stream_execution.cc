@@ -22,9 +22,6 @@ std::string InputName(const OpDef& def, int i) {
              : absl::StrCat("inputs[", i, "]");
 }
 
-// Blocks of a chunk copied and then checksummed: well inside L2.
-constexpr size_t kCopyCrcBlockBytes = size_t{64} << 10;
-
 std::string Hex32(uint32_t v) { return absl::StrFormat("0x%08x", v); }
 
 absl::Status TooBig(const RequestLimits& limits, absl::string_view what, int64_t bytes,
@@ -148,17 +145,12 @@ absl::Status StreamedExecution::AddChunk(uint32_t tensor, uint64_t offset,
     }
   }
   if (in.received == 0) in.tensor = Tensor(in.dtype, in.shape);
-  // The CRC reads each block right after the copy read it, from cache: one
-  // pass over memory instead of two.
   char* dst = static_cast<char*>(in.tensor.mutable_data()) + in.received;
   for (absl::string_view p : pieces) {
-    for (size_t done = 0; done < p.size();) {
-      const size_t k = std::min(kCopyCrcBlockBytes, p.size() - done);
-      std::memcpy(dst, p.data() + done, k);
-      in.crc = Crc32(in.crc, p.data() + done, static_cast<int64_t>(k));
+    in.crc = Crc32WhileCopying(in.crc, p, [&dst](const char* block, size_t k) {
+      std::memcpy(dst, block, k);
       dst += k;
-      done += k;
-    }
+    });
   }
   in.received += n;
   received_bytes_ += n;

@@ -9,8 +9,11 @@
 #ifndef TENSOROPS_WIRE_CRC32_H_
 #define TENSOROPS_WIRE_CRC32_H_
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 
+#include "absl/strings/string_view.h"
 #include "kernels/thread_pool.h"
 
 namespace tensorops {
@@ -19,6 +22,23 @@ namespace tensorops {
 // earlier call continues it). With a pool of 2+ threads, buffers of 32 MiB
 // or more are split into 16 MiB blocks across it and the parts combined.
 uint32_t Crc32(uint32_t crc, const void* data, int64_t size, ThreadPool* pool = nullptr);
+
+// Hands `src` to `copy(const char* block, size_t n)` in 64 KiB blocks and
+// continues `crc` over each block right after the copy read it, while it is
+// still in cache: one pass over memory instead of two. Returns the new CRC.
+//
+// Example (append to a string and checksum in the same pass):
+//   crc = Crc32WhileCopying(crc, piece, [&](const char* p, size_t n) { out.append(p, n); });
+template <typename Copy>
+uint32_t Crc32WhileCopying(uint32_t crc, absl::string_view src, Copy copy) {
+  constexpr size_t kBlock = size_t{64} << 10;  // well inside L2
+  for (size_t done = 0; done < src.size(); done += kBlock) {
+    const size_t n = std::min(kBlock, src.size() - done);
+    copy(src.data() + done, n);
+    crc = Crc32(crc, src.data() + done, static_cast<int64_t>(n));
+  }
+  return crc;
+}
 
 }  // namespace tensorops
 

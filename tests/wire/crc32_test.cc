@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -58,6 +59,25 @@ TEST(Crc32Test, EqualsZlibAtEveryLengthAlignmentAndSplit) {
     at += n;
   }
   EXPECT_EQ(ours, ZlibCrc(0, data.data(), data.size()));
+}
+
+TEST(Crc32Test, WhileCopyingHandsOverEveryByteOnceAndGivesTheSameCrc) {
+  std::vector<unsigned char> data(200 * 1024 + 17);
+  std::mt19937_64 rng(9);
+  for (auto& b : data) b = static_cast<unsigned char>(rng());
+  const absl::string_view src(reinterpret_cast<const char*>(data.data()), data.size());
+  for (const size_t n : {size_t{0}, size_t{1}, size_t{65536}, size_t{65537}, src.size()}) {
+    std::string copied;
+    int calls = 0;
+    const uint32_t start = Crc32(0, "x", 1);
+    const uint32_t crc = Crc32WhileCopying(start, src.substr(0, n), [&](const char* p, size_t k) {
+      copied.append(p, k);
+      ++calls;
+    });
+    EXPECT_EQ(copied, std::string(src.substr(0, n))) << n;
+    EXPECT_EQ(crc, Crc32(start, src.data(), static_cast<int64_t>(n))) << n;
+    EXPECT_EQ(calls, static_cast<int>((n + 65535) / 65536)) << n;
+  }
 }
 
 TEST(Crc32Test, PoolSplitEqualsSerial) {
