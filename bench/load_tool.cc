@@ -12,6 +12,9 @@
 //
 // tensorops: Execute of Roll (default; shift n/3+1 on axis 0) or Reverse
 // (axis 0) of a 1-D FLOAT32 tensor whose raw_data is --payload_bytes long.
+// oip: the same op and tensor as a ModelInfer of the Open Inference Protocol
+// (model "Roll" or "Reverse", every input in raw_input_contents, the reply's
+// output read from raw_output_contents), on the same port.
 // echo: Echo of a --payload_bytes bytes field. Every reply is checked for
 // size; every --verify_every-th reply (1 = all) is compared byte for byte with
 // the expected output.
@@ -51,6 +54,7 @@
 #include <vector>
 
 #include "bench/echo.grpc.pb.h"
+#include "inference/grpc_service.grpc.pb.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
 
 namespace {
@@ -60,7 +64,7 @@ namespace eb = tensorops::bench;
 
 struct Options {
   std::string mode = "unary";        // unary | stream
-  std::string target = "tensorops";  // tensorops | echo
+  std::string target = "tensorops";  // tensorops | oip | echo
   std::string address = "127.0.0.1:50051";
   std::string op = "roll";  // roll | reverse (tensorops only)
   int64_t payload_bytes = 4096;
@@ -93,6 +97,7 @@ struct Slot {
   int channel = 0;
   std::unique_ptr<grpc::ClientContext> ctx;
   v1::ExecuteResponse exec_response;
+  inference::ModelInferResponse infer_response;
   eb::EchoResponse echo_response;
   int64_t start_ns = 0;
   int64_t seq = 0;
@@ -107,7 +112,10 @@ struct Slot {
 struct Shared {
   Options opt;
   bool is_echo = false;
+  bool is_oip = false;
   std::vector<std::unique_ptr<v1::TensorOps::Stub>> exec_stubs;
+  std::vector<std::unique_ptr<inference::GRPCInferenceService::Stub>> oip_stubs;
+  inference::ModelInferRequest infer_request;
   std::vector<std::unique_ptr<eb::Echo::Stub>> echo_stubs;
   v1::ExecuteRequest exec_request;
   eb::EchoRequest echo_request;
@@ -167,6 +175,10 @@ void StartNext(Slot* s) {
   if (sh->is_echo) {
     sh->echo_stubs[s->channel]->async()->Echo(s->ctx.get(), &sh->echo_request, &s->echo_response,
                                               [s](grpc::Status st) { SlotDone(s, st); });
+  } else if (sh->is_oip) {
+    sh->oip_stubs[s->channel]->async()->ModelInfer(s->ctx.get(), &sh->infer_request,
+                                                   &s->infer_response,
+                                                   [s](grpc::Status st) { SlotDone(s, st); });
   } else {
     sh->exec_stubs[s->channel]->async()->Execute(s->ctx.get(), &sh->exec_request, &s->exec_response,
                                                  [s](grpc::Status st) { SlotDone(s, st); });
@@ -179,6 +191,16 @@ std::string CheckReply(const Slot& s, bool full) {
   const std::string* got = nullptr;
   if (sh.is_echo) {
     got = &s.echo_response.payload();
+  } else if (sh.is_oip) {
+    const inference::ModelInferResponse& r = s.infer_response;
+    if (r.outputs_size() != 1 || r.raw_output_contents_size() != 1) {
+      return "reply has " + std::to_string(r.outputs_size()) + " outputs and " +
+             std::to_string(r.raw_output_contents_size()) + " raw_output_contents";
+    }
+    const inference::ModelInferResponse::InferOutputTensor& t = r.outputs(0);
+    if (t.datatype() != "FP32") return "reply datatype is " + t.datatype() + ", not FP32";
+    if (t.shape_size() != 1 || t.shape(0) != sh.elements) return "reply shape is wrong";
+    got = &r.raw_output_contents(0);
   } else {
     const v1::ExecuteResponse& r = s.exec_response;
     if (r.outputs_size() != 1) return "reply has " + std::to_string(r.outputs_size()) + " outputs";
@@ -286,6 +308,25 @@ bool Prepare(Shared* sh, std::string* error) {
     *error = "--op must be roll or reverse";
     return false;
   }
+  if (sh->is_oip) {
+    // The same tensor and op as a ModelInfer: inputs by name, all raw.
+    inference::ModelInferRequest& m = sh->infer_request;
+    m.set_model_name(r.op());
+    for (int i = 0; i < r.inputs_size(); ++i) {
+      const v1::Tensor& t = r.inputs(i);
+      auto* in = m.add_inputs();
+      in->set_name(i == 0 ? "data" : (o.op == "roll" ? (i == 1 ? "shift" : "axes") : "axis"));
+      in->set_datatype(i == 0 ? "FP32" : "INT64");
+      for (int64_t d : t.shape()) in->add_shape(d);
+      if (i == 0) {
+        m.add_raw_input_contents(t.raw_data());
+      } else {
+        const int64_t v = t.int64_data(0);
+        m.add_raw_input_contents(reinterpret_cast<const char*>(&v), sizeof(v));
+      }
+    }
+    if (o.op == "reverse") (*m.mutable_parameters())["mode"].set_string_param("index");
+  }
   return true;
 }
 
@@ -298,7 +339,7 @@ bool Flag(const char* arg, const char* name, std::string* value) {
 
 int Usage(const char* bad) {
   std::fprintf(stderr,
-               "usage: load_tool --target=tensorops|echo --address=HOST:PORT\n"
+               "usage: load_tool --target=tensorops|oip|echo --address=HOST:PORT\n"
                "  [--mode=unary|stream]\n"
                "  stream: [--tensor_bytes=67108864] [--chunk_bytes=1048576] [--calls=3]\n"
                "  unary:"
@@ -635,8 +676,9 @@ int main(int argc, char** argv) {
       return Usage(a);
     }
   }
-  if (o.target != "tensorops" && o.target != "echo") return Usage("--target");
+  if (o.target != "tensorops" && o.target != "oip" && o.target != "echo") return Usage("--target");
   if (o.mode == "stream") {
+    if (o.target == "oip") return Usage("--target (--mode=stream: tensorops or echo)");
     if (o.tensor_bytes < 1 || o.chunk_bytes < 1 || o.calls < 1) {
       return Usage("--tensor_bytes/--chunk_bytes/--calls");
     }
@@ -648,13 +690,15 @@ int main(int argc, char** argv) {
   }
   if (o.channels <= 0) o.channels = std::min(o.concurrency, 4);
   sh.is_echo = o.target == "echo";
+  sh.is_oip = o.target == "oip";
   std::string error;
   if (!Prepare(&sh, &error)) {
     std::fprintf(stderr, "load_tool: %s\n", error.c_str());
     return 2;
   }
-  const int64_t request_bytes = static_cast<int64_t>(sh.is_echo ? sh.echo_request.ByteSizeLong()
-                                                                : sh.exec_request.ByteSizeLong());
+  const int64_t request_bytes = static_cast<int64_t>(
+      sh.is_echo ? sh.echo_request.ByteSizeLong()
+                 : (sh.is_oip ? sh.infer_request.ByteSizeLong() : sh.exec_request.ByteSizeLong()));
 
   // Separate connections: a distinct channel argument keeps gRPC from sharing
   // one subchannel between the channels.
@@ -672,6 +716,8 @@ int main(int argc, char** argv) {
     }
     if (sh.is_echo) {
       sh.echo_stubs.push_back(eb::Echo::NewStub(channel));
+    } else if (sh.is_oip) {
+      sh.oip_stubs.push_back(inference::GRPCInferenceService::NewStub(channel));
     } else {
       sh.exec_stubs.push_back(v1::TensorOps::NewStub(channel));
     }

@@ -2,7 +2,10 @@
 # Service benchmark: tensorops-server against a bare gRPC echo server
 # (bench/echo_server.cc), run interleaved in the same script on 127.0.0.1,
 # reported as ratios (tensorops / echo) of throughput and p99 latency, plus
-# the peak server RSS under 64 concurrent 16 MiB requests.
+# the peak server RSS under 64 concurrent 16 MiB requests. Each cell runs the
+# same tensor and op as `Execute` (target tensorops) and as the Open
+# Inference Protocol's `ModelInfer` (target oip, same server and port), each
+# against the echo.
 #
 # Usage: bench/run_service_bench.sh [--quick] [--op=roll|reverse] [--rounds=N]
 #                                   [--out=FILE.jsonl] [--tensorops_server=PATH]
@@ -143,6 +146,8 @@ run_cell() {
   local target=$1 payload=$2 conc=$3; shift 3
   local port pid
   if [[ $target == echo ]]; then port=$E_PORT pid=$E_PID; else port=$T_PORT pid=$T_PID; fi
+  local tname=$target
+  [[ $target == oip ]] && tname=tensorops
   local line cpu0 cpu1 flt0 flt1
   read -r cpu0 flt0 < <(proc_stat "$pid")
   line=$("$LOAD_TOOL" --target="$target" --op="$OP" --address="127.0.0.1:$port" \
@@ -166,8 +171,8 @@ run_cell() {
     FAILED=1
   fi
   if ! kill -0 "$pid" 2>/dev/null; then
-    echo "run_service_bench.sh: the $target server died" >&2
-    cat "$WORK/$target.err" >&2
+    echo "run_service_bench.sh: the $tname server died" >&2
+    cat "$WORK/$tname.err" >&2
     exit 1
   fi
 }
@@ -199,17 +204,24 @@ for payload in "${PAYLOADS[@]}"; do
       args=(--warmup_seconds=0.3 --duration_seconds=0.7 --verify_every=16)
     fi
     for ((r = 0; r < cell_rounds; r++)); do
-      if (((cell + r) % 2 == 0)); then order=(echo tensorops); else order=(tensorops echo); fi
+      # Rotate the three targets so that none always runs first or last.
+      case $(((cell + r) % 3)) in
+        0) order=(echo tensorops oip) ;;
+        1) order=(tensorops oip echo) ;;
+        *) order=(oip echo tensorops) ;;
+      esac
       for target in "${order[@]}"; do run_cell "$target" "$payload" "$conc" "${args[@]}"; done
     done
     cell=$((cell + 1))
   done
 done
 
+for T in tensorops oip; do
+if [[ $T == tensorops ]]; then what="Execute"; else what="ModelInfer (Open Inference Protocol)"; fi
 echo
-echo "## Service: tensorops / echo (op=$OP; rps = calls / seconds over all rounds; p50, p99,"
+echo "## Service: $what / echo (op=$OP; rps = calls / seconds over all rounds; p50, p99,"
 echo "## server CPU (utime+stime) and minor page faults per call averaged over rounds)"
-awk '
+awk -v T="$T" '
   function num(key,   m) {
     if (match($0, "\"" key "\":[-0-9.e+]+")) return substr($0, RSTART + length(key) + 3, RLENGTH - length(key) - 3) + 0
     return 0
@@ -232,21 +244,21 @@ awk '
     cpu[k, t] += num("server_cpu_us_per_call"); flt[k, t] += num("server_faults_per_call")
   }
   END {
-    print "| payload | conc | echo rps | tensorops rps | rps ratio | echo p50 us | tensorops p50 us | echo p99 us | tensorops p99 us | p99 ratio | server CPU us/call e/t | faults/call e/t | errors e/t | target met |"
+    print "| payload | conc | echo rps | " T " rps | rps ratio | echo p50 us | " T " p50 us | echo p99 us | " T " p99 us | p99 ratio | server CPU us/call e/t | faults/call e/t | errors e/t | target met |"
     print "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     misses = 0
     for (i = 1; i <= n; i++) {
       k = order[i]; split(k, kk, SUBSEP)
       er = secs[k, "echo"] > 0 ? calls[k, "echo"] / secs[k, "echo"] : 0
-      tr = secs[k, "tensorops"] > 0 ? calls[k, "tensorops"] / secs[k, "tensorops"] : 0
+      tr = secs[k, T] > 0 ? calls[k, T] / secs[k, T] : 0
       ep = runs[k, "echo"] ? p99[k, "echo"] / runs[k, "echo"] : 0
-      tp = runs[k, "tensorops"] ? p99[k, "tensorops"] / runs[k, "tensorops"] : 0
+      tp = runs[k, T] ? p99[k, T] / runs[k, T] : 0
       e5 = runs[k, "echo"] ? p50[k, "echo"] / runs[k, "echo"] : 0
-      t5 = runs[k, "tensorops"] ? p50[k, "tensorops"] / runs[k, "tensorops"] : 0
+      t5 = runs[k, T] ? p50[k, T] / runs[k, T] : 0
       ec = runs[k, "echo"] ? cpu[k, "echo"] / runs[k, "echo"] : 0
-      tc = runs[k, "tensorops"] ? cpu[k, "tensorops"] / runs[k, "tensorops"] : 0
+      tc = runs[k, T] ? cpu[k, T] / runs[k, T] : 0
       ef = runs[k, "echo"] ? flt[k, "echo"] / runs[k, "echo"] : 0
-      tf = runs[k, "tensorops"] ? flt[k, "tensorops"] / runs[k, "tensorops"] : 0
+      tf = runs[k, T] ? flt[k, T] / runs[k, T] : 0
       rr = er > 0 ? tr / er : 0
       pr = ep > 0 ? tp / ep : 0
       met = "yes"
@@ -255,10 +267,11 @@ awk '
       else if (pr > 1.3) met = "NO: p99"
       if (met != "yes") misses++
       printf "| %s | %d | %.0f | %.0f | %.2fx | %.0f | %.0f | %.0f | %.0f | %.2fx | %.0f / %.0f | %.0f / %.0f | %d/%d | %s |\n", \
-        human(kk[1]), kk[2], er, tr, rr, e5, t5, ep, tp, pr, ec, tc, ef, tf, errs[k, "echo"], errs[k, "tensorops"], met
+        human(kk[1]), kk[2], er, tr, rr, e5, t5, ep, tp, pr, ec, tc, ef, tf, errs[k, "echo"], errs[k, T], met
     }
     printf "\ncells missing a target (>= 0.85x echo rps, p99 <= 1.3x echo): %d of %d\n", misses, n
   }' "$RESULTS"
+done
 
 # Memory: fresh servers, then MEM_CONC concurrent MEM_PAYLOAD requests; the
 # peak RSS (VmHWM) against in-flight request + response bytes.

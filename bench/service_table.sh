@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The service table of BENCHMARKS.md and its plot: tensorops-server's unary
-# Execute against the bare gRPC echo, payload x concurrency, measured by
+# Execute and ModelInfer against the bare gRPC echo, payload x concurrency, measured by
 # bench/run_service_bench.sh (which runs both servers interleaved and prints
 # the grid; see its header). Rewrites the "service" section of BENCHMARKS.md
 # and bench/plots/service.svg (throughput ratio by payload, one line per
@@ -47,13 +47,15 @@ for line in lines[:-2]:
 payloads = sorted({k[0] for k in calls})
 concs = sorted({k[1] for k in calls})
 with open(sys.argv[2], "w") as f:
-    f.write("# payload_bytes " + " ".join(f"c{c}" for c in concs) + "\n")
+    targets = [("tensorops", "Execute"), ("oip", "ModelInfer")]
+    f.write("# payload_bytes " + " ".join(f"{n}:c{c}" for _, n in targets for c in concs) + "\n")
     for p in payloads:
         vals = []
-        for c in concs:
-            e = calls.get((p, c, "echo"), 0) / max(secs.get((p, c, "echo"), 0), 1e-9)
-            t = calls.get((p, c, "tensorops"), 0) / max(secs.get((p, c, "tensorops"), 0), 1e-9)
-            vals.append(f"{t / e:.4f}" if e > 0 else "NaN")
+        for target, _ in targets:
+            for c in concs:
+                e = calls.get((p, c, "echo"), 0) / max(secs.get((p, c, "echo"), 0), 1e-9)
+                t = calls.get((p, c, target), 0) / max(secs.get((p, c, target), 0), 1e-9)
+                vals.append(f"{t / e:.4f}" if e > 0 and t > 0 else "NaN")
         f.write(f"{p} " + " ".join(vals) + "\n")
 PY
 
@@ -72,13 +74,13 @@ ncols=$(head -1 bench/results/service.dat | wc -w)
 plot="plot"
 for ((i = 2; i < ncols; i++)); do
   c=$(head -1 bench/results/service.dat | cut -d' ' -f$((i + 1)))
-  plot+=" 'bench/results/service.dat' using 1:$i with linespoints lw 2 pt $((i + 4)) title 'concurrency ${c#c}',"
+  plot+=" 'bench/results/service.dat' using 1:$i with linespoints lw 2 pt $((i + 4)) title '${c%%:*} c=${c#*:c}',"
 done
 plot+=" 0.85 with lines dt 2 lc rgb 'red' title 'goal 0.85x', 1 with lines lc rgb 'gray' title 'echo'"
 gnuplot <<GP
 set terminal svg size 900,480 font 'sans,11' background rgb 'white'
 set output 'bench/plots/service.svg'
-set title 'Unary Execute (Roll, FLOAT32): tensorops-server rps / bare gRPC echo rps'
+set title 'Unary Execute and ModelInfer (Roll, FLOAT32): tensorops-server rps / bare gRPC echo rps'
 set xlabel 'payload (bytes)'
 set ylabel 'throughput ratio'
 set logscale x 2

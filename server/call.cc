@@ -124,9 +124,9 @@ absl::Status Call::EnterQueue() {
 void Call::Run(int64_t output_bytes, KernelFn kernel, AfterFn after) {
   kernel_ = std::move(kernel);
   after_ = std::move(after);
-  // Opt-in (--inline_max_bytes, 0 by default): small outputs run on this
-  // gRPC thread, saving the hand-off to the pool (BENCHMARKS.md, fix 1) at
-  // the price of the rule that gRPC's threads never run kernels.
+  // Small outputs (--inline_max_bytes, kDefaultInlineMaxBytes) run on this
+  // gRPC thread: their kernel is shorter than the hand-off to the pool and a
+  // pool thread's wake-up (BENCHMARKS.md, fix 1).
   if (output_bytes < pipeline_->options_.inline_max_bytes) {
     RunNow();
   } else {

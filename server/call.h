@@ -66,6 +66,15 @@
 
 namespace tensorops {
 
+// Default of --inline_max_bytes: calls whose output is smaller run on the
+// gRPC thread that received them. Below ~1 MiB the kernel takes less time
+// than the hand-off to the pool and the wake-up of a pool thread, and a lone
+// small call pays that hand-off twice (there and, for Finish, back); with
+// 1-2 MiB the c=1 cells went from 0.56-0.98x of a bare gRPC echo to
+// 0.81-1.06x (BENCHMARKS.md, "service"). A call at or above it still runs
+// its kernel split across the pool.
+inline constexpr int64_t kDefaultInlineMaxBytes = int64_t{1} << 20;
+
 // What every call of one service shares.
 class CallPipeline {
  public:
@@ -74,8 +83,8 @@ class CallPipeline {
     // Output size from which one call's kernel is split across the pool.
     int64_t min_parallel_bytes = kDefaultMinParallelBytes;
     // Outputs smaller than this run on the thread that calls Run (a gRPC
-    // thread) instead of the pool; 0 (the default) keeps every kernel on the pool.
-    int64_t inline_max_bytes = 0;
+    // thread) instead of the pool; 0 keeps every kernel on the pool.
+    int64_t inline_max_bytes = kDefaultInlineMaxBytes;
     RequestLimits limits;  // per-request size limits (wire/limits.h)
     // Non-empty: every call must carry "authorization: Bearer <auth_token>",
     // else UNAUTHENTICATED.

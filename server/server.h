@@ -50,7 +50,7 @@ struct ServerOptions {
   absl::Duration drain_timeout = absl::Seconds(10);
   bool access_log = false;
   int64_t min_parallel_bytes = kDefaultMinParallelBytes;
-  int64_t inline_max_bytes = 0;  // see CallPipeline::Options
+  int64_t inline_max_bytes = kDefaultInlineMaxBytes;  // see CallPipeline::Options
   // --max_rank, --max_tensor_elements, --max_tensor_bytes, --max_request_bytes,
   // --max_stream_bytes, --stream_chunk_bytes.
   RequestLimits limits;

@@ -60,8 +60,9 @@ ABSL_FLAG(int64_t, min_parallel_bytes, tensorops::kDefaultMinParallelBytes,
           "Output size from which one request is split across the kernel pool.");
 ABSL_FLAG(int64_t, inline_max_bytes, tensorops::ServerOptions().inline_max_bytes,
           "Requests whose output is smaller than this run on the gRPC thread that received "
-          "them instead of the kernel pool (saves a thread hand-off per small call); 0 keeps "
-          "every kernel on the pool.");
+          "them instead of the kernel pool (saves a thread hand-off and a wake-up per small "
+          "call; a bigger kernel still splits across the pool); 0 keeps every kernel on the "
+          "pool.");
 ABSL_FLAG(bool, malloc_tuning, true,
           "Keep freed tensor buffers (up to 32 MiB each) in the heap for reuse instead of "
           "returning them to the OS, avoiding a page fault per 4 KiB on every large request. "

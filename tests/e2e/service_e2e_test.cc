@@ -732,7 +732,8 @@ TEST(ServiceE2ETest, InflightBytesLimitRejects) {
 }
 
 TEST(ServiceE2ETest, QueueLimitRejects) {
-  auto server = StartServer({"--threads=1", "--max_queue=1"});
+  // Pool-only: the small calls must queue behind the big one, not run inline.
+  auto server = StartServer({"--threads=1", "--max_queue=1", "--inline_max_bytes=0"});
   ASSERT_NE(server, nullptr);
   auto big_channel = NewChannel(server->address());
   auto small_channel = NewChannel(server->address());
@@ -826,7 +827,8 @@ TEST(ServiceE2ETest, MessageSizeLimitRejects) {
 // thread is dropped before its kernel.
 
 TEST(ServiceE2ETest, DeadlinePassedInQueueIsDropped) {
-  auto server = StartServer({"--threads=1"});
+  // Pool-only: the small call must queue behind the big one, not run inline.
+  auto server = StartServer({"--threads=1", "--inline_max_bytes=0"});
   ASSERT_NE(server, nullptr);
   auto big_channel = NewChannel(server->address());
   auto small_channel = NewChannel(server->address());

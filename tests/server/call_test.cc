@@ -67,7 +67,9 @@ class CallTest : public ::testing::Test {
 };
 
 TEST_F(CallTest, RunsOnThePoolThenFinishesOnceAndGivesBackTheBudget) {
-  SetUpPipeline(4);
+  CallPipeline::Options pool_only;
+  pool_only.inline_max_bytes = 0;  // small calls run inline by default
+  SetUpPipeline(4, pool_only);
   std::unique_ptr<Call> call = NewCall();
   ASSERT_TRUE(call->Open().ok());
   call->SetOp("Roll-7", registry_.Find("Roll-7"));
