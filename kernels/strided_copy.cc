@@ -12,6 +12,9 @@
 namespace tensorops {
 namespace {
 
+// Largest row the innermost-roll path assembles on the stack (L1 is 32-48 KiB).
+constexpr int64_t kRollScratchBytes = 8192;
+
 struct Bytes16 {
   uint64_t lo, hi;
 };
@@ -124,7 +127,6 @@ template <int kWidth>
 __attribute__((target("avx2"), always_inline)) inline void ReverseOneAvx2Stream(char* dst,
                                                                                 const char* src,
                                                                                 int64_t n) {
-  using T = typename ScalarOf<kWidth>::type;
   const int64_t total = n * kWidth;
   const auto addr = reinterpret_cast<uintptr_t>(dst);
   if ((addr & (kWidth - 1)) != 0) {
@@ -137,8 +139,10 @@ __attribute__((target("avx2"), always_inline)) inline void ReverseOneAvx2Stream(
     ReverseOneAvx2<kWidth>(dst, src, n);
     return;
   }
-  // dst elements [0, q0/w) <- src elements [n - q0/w, n), reversed.
-  ReverseScalar<T>(dst, src + total - q0, q0 / kWidth);
+  // dst elements [0, q0/w) <- src elements [n - q0/w, n), reversed. Ordinary
+  // stores that stay inside [0, q0): vectors where 32 bytes fit (a row at
+  // 16 bytes past a line, as malloc's big blocks are, has 48 bytes here).
+  ReverseOneAvx2<kWidth>(dst, src + total - q0, q0 / kWidth);
   for (int64_t q = q0; q < q1; q += 64) {
     __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + total - q - 32));
     __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + total - q - 64));
@@ -146,24 +150,45 @@ __attribute__((target("avx2"), always_inline)) inline void ReverseOneAvx2Stream(
     _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + q + 32), ReverseLanes(b, kWidth));
   }
   // dst elements [q1/w, n) <- src elements [0, n - q1/w), reversed.
-  ReverseScalar<T>(dst + q1, src, (total - q1) / kWidth);
+  ReverseOneAvx2<kWidth>(dst + q1, src, (total - q1) / kWidth);
 }
 
 // `rows` rows of n elements each; row r reads src + r*src_step and writes
 // dst + r*dst_step. One call per batch of rows: a row of 256 one-byte
 // elements moves in ~10 ns, so a call and a dispatch per row would cost as
 // much as the row itself.
+//
+// Short rows are prefetched whole, kPrefetchRowsAhead rows ahead: inside a
+// row the streaming path reads descending, which the hardware prefetcher does
+// not follow, and a row of 256 B-2 KiB is over before it would pick up the
+// pattern across rows (measured on 256 MiB, rows of 256 B-2 KiB: 0.55-0.82x
+// memcpy without, 1.45-1.73x with; ../shared/perf-notes.md).
+constexpr int64_t kPrefetchRowsAhead = 2;
+constexpr int64_t kPrefetchMaxRowBytes = 4096;
+
+inline void PrefetchRow(const char* p, int64_t bytes) {
+  for (int64_t k = 0; k < bytes; k += 64) __builtin_prefetch(p + k);
+}
+
 template <int kWidth>
 __attribute__((target("avx2"))) void ReverseRowsAvx2(char* dst, const char* src, int64_t n,
                                                      int64_t rows, int64_t dst_step,
                                                      int64_t src_step, bool stream) {
+  const int64_t row_bytes = n * kWidth;
+  const bool prefetch = rows > kPrefetchRowsAhead && row_bytes <= kPrefetchMaxRowBytes;
   if (stream) {
     for (int64_t r = 0; r < rows; ++r, dst += dst_step, src += src_step) {
+      if (prefetch && r + kPrefetchRowsAhead < rows) {
+        PrefetchRow(src + kPrefetchRowsAhead * src_step, row_bytes);
+      }
       ReverseOneAvx2Stream<kWidth>(dst, src, n);
     }
     return;
   }
   for (int64_t r = 0; r < rows; ++r, dst += dst_step, src += src_step) {
+    if (prefetch && r + kPrefetchRowsAhead < rows) {
+      PrefetchRow(src + kPrefetchRowsAhead * src_step, row_bytes);
+    }
     ReverseOneAvx2<kWidth>(dst, src, n);
   }
 }
@@ -344,6 +369,27 @@ void AxisTransformPlan::Rows(size_t d, const char* in, int64_t in_step, char* ou
       // Reverse along the innermost dim: every row is one reversal of
       // inner.size blocks; do them all in one call.
       ReverseRows(out, in, inner.size, block_, count, out_step, in_step, stream_);
+      return;
+    }
+    const int64_t row_bytes = inner.size * block_;
+    if (stream_ && inner.segments.size() == 2 && row_bytes <= kRollScratchBytes) {
+      // Roll along the innermost dim, output past the cache: a row is two
+      // copies whose seam falls inside a cache line, and a line that takes
+      // both an ordinary and a streaming store is read back and written
+      // twice. Assemble the rolled row in an L1 scratch buffer instead and
+      // stream it out whole (0.77-0.89x memcpy -> 0.99-1.09x for rows of
+      // 1-2 KiB, ../shared/perf-notes.md), prefetching two rows ahead.
+      alignas(64) char scratch[kRollScratchBytes];
+      const Segment& head = inner.segments[0];  // out[0, s) <- in[n - s, n)
+      const int64_t head_bytes = head.count * block_;
+      for (int64_t k = 0; k < count; ++k, in += in_step, out += out_step) {
+        if (k + 2 < count) {
+          for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(in + 2 * in_step + b);
+        }
+        std::memcpy(scratch, in + head.in_start * block_, head_bytes);
+        std::memcpy(scratch + head_bytes, in, row_bytes - head_bytes);
+        CopyBytes(out, scratch, row_bytes, true);
+      }
       return;
     }
   }
