@@ -25,6 +25,7 @@
 #include <string>
 
 #include "inference/grpc_service.grpc.pb.h"
+#include "server/arena_allocator.h"
 #include "server/call.h"
 #include "server/shm_registry.h"
 
@@ -36,7 +37,9 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   // `tokens_required` (--auth_token_file), a shared-memory region belongs to
   // the bearer token that registered it.
   InferenceService(CallPipeline* pipeline, ShmRegistry* shm, bool tokens_required)
-      : pipeline_(pipeline), shm_(shm), tokens_required_(tokens_required) {}
+      : pipeline_(pipeline), shm_(shm), tokens_required_(tokens_required) {
+    SetMessageAllocatorFor_ModelInfer(&infer_allocator_);
+  }
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* ctx,
                                        const inference::ServerLiveRequest* request,
@@ -83,6 +86,8 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   CallPipeline* const pipeline_;
   ShmRegistry* const shm_;
   const bool tokens_required_;
+  ArenaMessageAllocator<inference::ModelInferRequest, inference::ModelInferResponse>
+      infer_allocator_;
 };
 
 }  // namespace tensorops

@@ -15,6 +15,7 @@
 #ifndef TENSOROPS_SERVER_SERVICE_H_
 #define TENSOROPS_SERVER_SERVICE_H_
 
+#include "server/arena_allocator.h"
 #include "server/call.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
 
@@ -30,7 +31,9 @@ using TensorOpsServiceBase =
 class TensorOpsService final : public TensorOpsServiceBase {
  public:
   // `pipeline` is not owned and must outlive the service.
-  explicit TensorOpsService(CallPipeline* pipeline) : pipeline_(pipeline) {}
+  explicit TensorOpsService(CallPipeline* pipeline) : pipeline_(pipeline) {
+    SetMessageAllocatorFor_Execute(&execute_allocator_);
+  }
 
   grpc::ServerUnaryReactor* Execute(grpc::CallbackServerContext* ctx,
                                     const v1::ExecuteRequest* request,
@@ -43,6 +46,7 @@ class TensorOpsService final : public TensorOpsServiceBase {
 
  private:
   CallPipeline* const pipeline_;
+  ArenaMessageAllocator<v1::ExecuteRequest, v1::ExecuteResponse> execute_allocator_;
 };
 
 }  // namespace tensorops
