@@ -13,7 +13,7 @@
 #include "absl/status/status.h"
 #include "fuzz/fuzz_util.h"
 #include "inference/grpc_service.pb.h"
-#include "server/oip_codec.h"
+#include "server/oip/oip_codec.h"
 #include "wire/limits.h"
 
 namespace {

@@ -1,11 +1,11 @@
-#include "server/call.h"
+#include "server/core/call.h"
 
 #include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "server/logging.h"
+#include "server/core/logging.h"
 #include "wire/status.h"
 
 namespace tensorops {

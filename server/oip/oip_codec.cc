@@ -1,4 +1,4 @@
-#include "server/oip_codec.h"
+#include "server/oip/oip_codec.h"
 
 #include <algorithm>
 #include <cstring>
@@ -11,7 +11,7 @@
 #include "kernels/huge_pages.h"
 #include "kernels/shape.h"
 #include "kernels/status_macros.h"
-#include "server/sigbus_guard.h"
+#include "server/oip/sigbus_guard.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "oip_codec.cc assumes a little-endian host (raw contents are used in place)"

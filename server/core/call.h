@@ -60,8 +60,8 @@
 #include "absl/time/time.h"
 #include "kernels/op_registry.h"
 #include "kernels/thread_pool.h"
-#include "server/admission.h"
-#include "server/metrics.h"
+#include "server/core/admission.h"
+#include "server/core/metrics.h"
 #include "wire/limits.h"
 
 namespace tensorops {

@@ -1,4 +1,4 @@
-#include "server/sigbus_guard.h"
+#include "server/oip/sigbus_guard.h"
 
 #include <setjmp.h>
 #include <signal.h>

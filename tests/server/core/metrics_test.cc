@@ -7,7 +7,7 @@
 // "ReverseSequence", dropped -> "onnx.ReverseSequence", unknown ops -> "unknown",
 // and the gauges only in GaugesHoldTheirValues. "Reverse" is never touched.
 // With that, absolute values are exact in any test order or filter.
-#include "server/metrics.h"
+#include "server/core/metrics.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

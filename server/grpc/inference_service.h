@@ -25,8 +25,8 @@
 #include <string>
 
 #include "inference/grpc_service.grpc.pb.h"
-#include "server/call.h"
-#include "server/shm_registry.h"
+#include "server/core/call.h"
+#include "server/oip/shm_registry.h"
 
 namespace tensorops {
 

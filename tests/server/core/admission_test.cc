@@ -1,5 +1,5 @@
 // AdmissionController and its RAII AdmissionTicket, in-process.
-#include "server/admission.h"
+#include "server/core/admission.h"
 
 #include <cstdint>
 #include <thread>

@@ -1,4 +1,4 @@
-#include "server/inference_service.h"
+#include "server/grpc/inference_service.h"
 
 #include <cstdint>
 #include <memory>
@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "server/logging.h"
-#include "server/oip_codec.h"
+#include "server/core/logging.h"
+#include "server/oip/oip_codec.h"
 #include "wire/status.h"
 
 #ifndef TENSOROPS_VERSION

@@ -1,7 +1,7 @@
 // ModelInferRequest decoding, ops as models, and encoding, in process: the
 // same kernels' results as Execute for typed, raw and shared-memory tensors,
 // and a named INVALID_ARGUMENT / NOT_FOUND for each way a request can be wrong.
-#include "server/oip_codec.h"
+#include "server/oip/oip_codec.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/execution.h"
+#include "server/core/execution.h"
 
 namespace tensorops {
 namespace {

@@ -10,7 +10,7 @@
 
 #include <grpcpp/support/byte_buffer.h>
 
-#include "server/call.h"
+#include "server/core/call.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
 
 namespace tensorops {

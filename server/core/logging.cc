@@ -1,4 +1,4 @@
-#include "server/logging.h"
+#include "server/core/logging.h"
 
 #include <unistd.h>
 

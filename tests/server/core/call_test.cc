@@ -1,7 +1,7 @@
 // The call lifecycle (server/call.h), in-process: no RPC, a plain
 // CallbackServerContext (no deadline, never cancelled) and a finish hook that
 // records what the RPC would have been finished with.
-#include "server/call.h"
+#include "server/core/call.h"
 
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>

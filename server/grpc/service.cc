@@ -1,13 +1,13 @@
-#include "server/service.h"
+#include "server/grpc/service.h"
 
 #include <cstdint>
 #include <memory>
 #include <utility>
 
 #include "absl/time/clock.h"
-#include "server/execution.h"
-#include "server/logging.h"
-#include "server/stream_reactor.h"
+#include "server/core/execution.h"
+#include "server/core/logging.h"
+#include "server/grpc/stream_reactor.h"
 #include "wire/status.h"
 
 namespace tensorops {

@@ -1,4 +1,4 @@
-#include "server/shm_registry.h"
+#include "server/oip/shm_registry.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -1,4 +1,4 @@
-#include "server/stream_execution.h"
+#include "server/core/stream_execution.h"
 
 #include <algorithm>
 #include <cstring>

@@ -15,7 +15,7 @@
 #ifndef TENSOROPS_SERVER_SERVICE_H_
 #define TENSOROPS_SERVER_SERVICE_H_
 
-#include "server/call.h"
+#include "server/core/call.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
 
 namespace tensorops {

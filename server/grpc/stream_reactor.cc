@@ -19,7 +19,7 @@
 // copied once, from the receive slices into its tensor, and an output byte
 // not at all. Headers, and chunks in any unusual encoding, go through the
 // generated protobuf classes.
-#include "server/stream_reactor.h"
+#include "server/grpc/stream_reactor.h"
 
 #include <cstdint>
 #include <memory>
@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "server/stream_execution.h"
+#include "server/core/stream_execution.h"
 #include "wire/stream_chunk.h"
 
 namespace tensorops {

@@ -1,6 +1,6 @@
 // ShmRegistry: the registration rules, ownership, and that a region stays
 // mapped for a holder after Unregister.
-#include "server/shm_registry.h"
+#include "server/oip/shm_registry.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -1,4 +1,4 @@
-#include "server/execution.h"
+#include "server/core/execution.h"
 
 #include <utility>
 

@@ -33,7 +33,7 @@
 #include "inference/grpc_service.pb.h"
 #include "kernels/op_registry.h"
 #include "kernels/thread_pool.h"
-#include "server/shm_registry.h"
+#include "server/oip/shm_registry.h"
 #include "wire/limits.h"
 #include "wire/tensor_codec.h"
 

@@ -1,4 +1,4 @@
-#include "server/admission.h"
+#include "server/core/admission.h"
 
 #include <utility>
 

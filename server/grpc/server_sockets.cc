@@ -1,4 +1,4 @@
-#include "server/server_sockets.h"
+#include "server/grpc/server_sockets.h"
 
 #include <dirent.h>
 #include <sys/socket.h>

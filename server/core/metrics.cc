@@ -1,4 +1,4 @@
-#include "server/metrics.h"
+#include "server/core/metrics.h"
 
 #include <prometheus/counter.h>
 #include <prometheus/exposer.h>
