@@ -84,6 +84,41 @@ Call::Call(CallPipeline* pipeline, CallMethod method, grpc::CallbackServerContex
       start_(absl::Now()),
       op_index_(pipeline->metrics_->unknown_op_index()) {}
 
+void Call::RunUnary(absl::string_view op, int64_t request_bytes, PrepareFn prepare,
+                    ReplyBytesFn reply_bytes) {
+  request_bytes_ = request_bytes;
+  reply_bytes_ = std::move(reply_bytes);
+  SetOp(op, pipeline_->registry_->Find(op));
+  absl::Status status = Open();
+  if (status.ok()) {
+    absl::StatusOr<std::unique_ptr<PreparedCall>> prepared = prepare();
+    if (prepared.ok()) {
+      prepared_ = *std::move(prepared);
+    } else {
+      status = prepared.status();
+    }
+  }
+  if (status.ok()) {
+    status = Admit(request_bytes_ + prepared_->output_bytes(), AdmissionController::Queue::kNow);
+  }
+  if (!status.ok()) {
+    EndUnary(status);
+    return;
+  }
+  Run(
+      prepared_->output_bytes(),
+      [this](ThreadPool* pool, int64_t min_parallel_bytes) {
+        return prepared_->Run(pool, min_parallel_bytes);
+      },
+      [this](absl::Status status) { EndUnary(status); });
+}
+
+void Call::EndUnary(const absl::Status& status) {
+  prepared_.reset();  // views of the request and region references: gone before the RPC ends
+  const int64_t bytes_out = status.ok() ? reply_bytes_() : 0;
+  Finish(status, request_bytes_, bytes_out);  // may delete this Call: nothing after it
+}
+
 absl::Status Call::Open() { return pipeline_->Gate(*ctx_); }
 
 void Call::SetOp(absl::string_view requested, const OpDef* def) {

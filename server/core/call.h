@@ -23,22 +23,20 @@
 // CallPipeline is the state every call shares (registry, pool, admission,
 // metrics, options, drain flags); one per service.
 //
-// Example (a unary front door; `reactor` owns the Call and a decoded request):
+// A unary front door (Execute, ModelInfer, each ModelStreamInfer message)
+// writes none of these steps: it hands RunUnary a `prepare` function that
+// decodes and validates its request into a PreparedCall (output bytes, run
+// into the reply), and RunUnary runs Open -> prepare -> Admit -> Run -> Finish:
 //   Call call(pipeline, CallMethod::kExecute, ctx,
 //             [reactor](const grpc::Status& s) { reactor->Finish(s); });
-//   call.SetOp(request.op(), registry.Find(request.op()));
-//   absl::Status s = call.Open();  // token, drain
-//   ... if OK: decode and validate into `exec` (s = the error otherwise) ...
-//   if (s.ok()) s = call.Admit(request_bytes + output_bytes,
-//                              AdmissionController::Queue::kNow);
-//   if (!s.ok()) { call.Finish(s, request_bytes, 0); return; }
-//   call.Run(output_bytes,
-//            [&](ThreadPool* pool, int64_t min_parallel_bytes) {
-//              return exec->Run(response, pool, min_parallel_bytes);
-//            },
-//            [&](absl::Status s) {  // OK, a kernel error, or why it was dropped
-//              call.Finish(s, request_bytes, s.ok() ? response->ByteSizeLong() : 0);
-//            });
+//   call.RunUnary(request.op(), request.ByteSizeLong(),
+//                 [&]() -> absl::StatusOr<std::unique_ptr<PreparedCall>> {
+//                   ASSIGN_OR_RETURN(auto exec, PreparedExecution::Make(...));
+//                   return IntoReply(std::move(exec), response);
+//                 },
+//                 [response] { return response->ByteSizeLong(); });
+// A streamed call (ExecuteStream) uses the steps one by one: it admits with
+// Queue::kLater, enters the queue when its upload completes, and sends after Run.
 //
 // Thread-safety: CallPipeline is safe from any thread. A Call belongs to one
 // RPC whose steps run one after another (gRPC serialises a reactor's
@@ -52,10 +50,15 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #include "absl/functional/any_invocable.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "kernels/op_registry.h"
@@ -117,6 +120,43 @@ class CallPipeline {
   std::atomic<bool> aborting_{false};
 };
 
+// A call its front door has decoded and validated, ready to admit and run.
+// It holds views of the request (kept alive by the front door) and writes
+// the front door's reply. Destroyed before the call finishes.
+class PreparedCall {
+ public:
+  virtual ~PreparedCall() = default;
+  // Bytes of output the kernel writes (admission; inline or on the pool).
+  virtual int64_t output_bytes() const = 0;
+  // Runs the kernel, splitting it across `pool` from `min_parallel_bytes` of
+  // output, and writes the result into the reply.
+  virtual absl::Status Run(ThreadPool* pool, int64_t min_parallel_bytes) = 0;
+};
+
+// A PreparedCall of a prepared op whose Run(reply, pool, min_parallel_bytes)
+// writes `reply` (PreparedExecution, PreparedInfer). `reply` must outlive it.
+template <typename Prepared, typename Reply>
+std::unique_ptr<PreparedCall> IntoReply(std::unique_ptr<Prepared> prepared, Reply* reply) {
+  class Bound final : public PreparedCall {
+   public:
+    Bound(std::unique_ptr<Prepared> p, Reply* r) : prepared_(std::move(p)), reply_(r) {}
+    int64_t output_bytes() const override { return prepared_->output_bytes(); }
+    absl::Status Run(ThreadPool* pool, int64_t min_parallel_bytes) override {
+      if constexpr (std::is_void_v<decltype(prepared_->Run(reply_, pool, min_parallel_bytes))>) {
+        prepared_->Run(reply_, pool, min_parallel_bytes);
+        return absl::OkStatus();
+      } else {
+        return prepared_->Run(reply_, pool, min_parallel_bytes);
+      }
+    }
+
+   private:
+    std::unique_ptr<Prepared> prepared_;
+    Reply* reply_;
+  };
+  return std::make_unique<Bound>(std::move(prepared), reply);
+}
+
 // One RPC of a front door, from arrival to finish. See the file comment.
 class Call {
  public:
@@ -128,6 +168,10 @@ class Call {
   // What happens after Run: `status` is the kernel's, or why the call was
   // dropped. Usually ends in Finish (or, for a stream, starts sending).
   using AfterFn = absl::AnyInvocable<void(absl::Status status)>;
+  // A unary front door's decode and validation (see RunUnary).
+  using PrepareFn = absl::FunctionRef<absl::StatusOr<std::unique_ptr<PreparedCall>>()>;
+  // The size of the reply once it is written (bytes_out of a successful call).
+  using ReplyBytesFn = absl::AnyInvocable<int64_t() const>;
 
   // Stamps the arrival time. `pipeline` and `ctx` must outlive the call.
   // Owned by the front door's reactor and destroyed in its OnDone.
@@ -136,7 +180,16 @@ class Call {
   Call(const Call&) = delete;
   Call& operator=(const Call&) = delete;
 
-  // The gate (CallPipeline::Gate). On error, Finish with it.
+  // The unary sequence, once for every unary front door: SetOp(op, the op
+  // the registry finds), Open, `prepare` (on the calling thread), Admit of
+  // request_bytes + output bytes with Queue::kNow, Run of the prepared call,
+  // Finish(status, request_bytes, reply_bytes() if OK). Any step's error
+  // finishes the call with it. The prepared call is destroyed before Finish.
+  void RunUnary(absl::string_view op, int64_t request_bytes, PrepareFn prepare,
+                ReplyBytesFn reply_bytes);
+
+  // The steps one by one (ExecuteStream). The gate (CallPipeline::Gate). On
+  // error, Finish with it.
   absl::Status Open();
 
   // The op the call names, as sent (`requested`, cut to 64 bytes for logs)
@@ -168,6 +221,8 @@ class Call {
   void RunNow();
   // Why a queued call must not run (counted as dropped), or OK.
   absl::Status CheckDrop();
+  // RunUnary's end: drops the prepared call, then Finish.
+  void EndUnary(const absl::Status& status);
 
   CallPipeline* const pipeline_;
   const CallMethod method_;
@@ -180,6 +235,10 @@ class Call {
   absl::Time queued_at_;
   KernelFn kernel_;
   AfterFn after_;
+  // RunUnary's state.
+  std::unique_ptr<PreparedCall> prepared_;
+  int64_t request_bytes_ = 0;
+  ReplyBytesFn reply_bytes_;
   bool finished_ = false;
 };
 

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "kernels/status_macros.h"
 #include "server/core/logging.h"
 #include "server/oip/oip_codec.h"
 #include "wire/status.h"
@@ -35,53 +36,26 @@ grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* ctx, CallPipeline*
 // ModelInfer: decoded and validated on the gRPC thread, run on the pool.
 class ModelInferReactor final : public grpc::ServerUnaryReactor {
  public:
-  ModelInferReactor(CallPipeline* pipeline, const ShmRegistry* shm, std::string owner,
+  ModelInferReactor(CallPipeline* pipeline, const ShmRegistry* shm, const std::string& owner,
                     grpc::CallbackServerContext* ctx, const ModelInferRequest* request,
                     ModelInferResponse* response)
       : call_(pipeline, CallMethod::kModelInfer, ctx,
-              [this](const grpc::Status& status) { Finish(status); }),
-        response_(response),
-        request_bytes_(static_cast<int64_t>(request->ByteSizeLong())) {
-    call_.SetOp(request->model_name(), pipeline->registry().Find(request->model_name()));
-    if (absl::Status s = call_.Open(); !s.ok()) {
-      End(s);
-      return;
-    }
-    absl::StatusOr<std::unique_ptr<PreparedInfer>> exec =
-        PreparedInfer::Make(pipeline->registry(), *request, pipeline->limits(), shm, owner);
-    if (!exec.ok()) {
-      End(exec.status());
-      return;
-    }
-    exec_ = *std::move(exec);
-    const int64_t output_bytes = exec_->output_bytes();
-    if (absl::Status s =
-            call_.Admit(request_bytes_ + output_bytes, AdmissionController::Queue::kNow);
-        !s.ok()) {
-      End(s);
-      return;
-    }
-    call_.Run(
-        output_bytes,
-        [this](ThreadPool* pool, int64_t min_parallel_bytes) {
-          return exec_->Run(response_, pool, min_parallel_bytes);
+              [this](const grpc::Status& status) { Finish(status); }) {
+    call_.RunUnary(
+        request->model_name(), static_cast<int64_t>(request->ByteSizeLong()),
+        [&]() -> absl::StatusOr<std::unique_ptr<PreparedCall>> {
+          ASSIGN_OR_RETURN(
+              std::unique_ptr<PreparedInfer> exec,
+              PreparedInfer::Make(pipeline->registry(), *request, pipeline->limits(), shm, owner));
+          return IntoReply(std::move(exec), response);
         },
-        [this](absl::Status status) { End(status); });
+        [response] { return static_cast<int64_t>(response->ByteSizeLong()); });
   }
 
   void OnDone() override { delete this; }
 
  private:
-  void End(const absl::Status& status) {
-    exec_.reset();  // views of the request and region references: gone before the RPC ends
-    call_.Finish(status, request_bytes_,
-                 status.ok() ? static_cast<int64_t>(response_->ByteSizeLong()) : 0);
-  }
-
   Call call_;
-  ModelInferResponse* const response_;
-  const int64_t request_bytes_;
-  std::unique_ptr<PreparedInfer> exec_;
 };
 
 using StreamReactor = grpc::ServerBidiReactor<ModelInferRequest, ModelStreamInferResponse>;
@@ -103,34 +77,17 @@ class ModelStreamInferReactor final : public StreamReactor {
       return;
     }
     response_.Clear();
-    request_bytes_ = static_cast<int64_t>(request_.ByteSizeLong());
     call_ = std::make_unique<Call>(pipeline_, CallMethod::kModelStreamInfer, ctx_,
                                    [this](const grpc::Status& status) { Respond(status); });
-    call_->SetOp(request_.model_name(), pipeline_->registry().Find(request_.model_name()));
-    if (absl::Status s = call_->Open(); !s.ok()) {
-      EndMessage(s);
-      return;
-    }
-    absl::StatusOr<std::unique_ptr<PreparedInfer>> exec =
-        PreparedInfer::Make(pipeline_->registry(), request_, pipeline_->limits(), shm_, owner_);
-    if (!exec.ok()) {
-      EndMessage(exec.status());
-      return;
-    }
-    exec_ = *std::move(exec);
-    const int64_t output_bytes = exec_->output_bytes();
-    if (absl::Status s =
-            call_->Admit(request_bytes_ + output_bytes, AdmissionController::Queue::kNow);
-        !s.ok()) {
-      EndMessage(s);
-      return;
-    }
-    call_->Run(
-        output_bytes,
-        [this](ThreadPool* pool, int64_t min_parallel_bytes) {
-          return exec_->Run(response_.mutable_infer_response(), pool, min_parallel_bytes);
+    call_->RunUnary(
+        request_.model_name(), static_cast<int64_t>(request_.ByteSizeLong()),
+        [this]() -> absl::StatusOr<std::unique_ptr<PreparedCall>> {
+          ASSIGN_OR_RETURN(std::unique_ptr<PreparedInfer> exec,
+                           PreparedInfer::Make(pipeline_->registry(), request_, pipeline_->limits(),
+                                               shm_, owner_));
+          return IntoReply(std::move(exec), response_.mutable_infer_response());
         },
-        [this](absl::Status status) { EndMessage(status); });
+        [this] { return static_cast<int64_t>(response_.ByteSizeLong()); });
   }
 
   void OnWriteDone(bool ok) override {
@@ -145,14 +102,6 @@ class ModelStreamInferReactor final : public StreamReactor {
   void OnDone() override { delete this; }
 
  private:
-  // One request message is done: metrics, logs and admission through its Call,
-  // which then calls Respond.
-  void EndMessage(const absl::Status& status) {
-    exec_.reset();
-    call_->Finish(status, request_bytes_,
-                  status.ok() ? static_cast<int64_t>(response_.ByteSizeLong()) : 0);
-  }
-
   // The Call's "finish": answer this request and go on, or end the stream
   // when the failure concerns the stream itself (token, drain, its deadline,
   // cancellation).
@@ -181,9 +130,7 @@ class ModelStreamInferReactor final : public StreamReactor {
   grpc::CallbackServerContext* const ctx_;
   ModelInferRequest request_;
   ModelStreamInferResponse response_;
-  int64_t request_bytes_ = 0;
-  std::unique_ptr<Call> call_;
-  std::unique_ptr<PreparedInfer> exec_;
+  std::unique_ptr<Call> call_;  // this message's
 };
 
 }  // namespace

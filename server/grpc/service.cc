@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/time/clock.h"
+#include "kernels/status_macros.h"
 #include "server/core/execution.h"
 #include "server/core/logging.h"
 #include "server/grpc/stream_reactor.h"
@@ -20,53 +21,22 @@ class ExecuteReactor final : public grpc::ServerUnaryReactor {
   ExecuteReactor(CallPipeline* pipeline, grpc::CallbackServerContext* ctx,
                  const v1::ExecuteRequest* request, v1::ExecuteResponse* response)
       : call_(pipeline, CallMethod::kExecute, ctx,
-              [this](const grpc::Status& status) { Finish(status); }),
-        request_(request),
-        response_(response),
-        request_bytes_(static_cast<int64_t>(request->ByteSizeLong())) {
-    const CallPipeline& p = *pipeline;
-    call_.SetOp(request->op(), p.registry().Find(request->op()));
-    if (absl::Status s = call_.Open(); !s.ok()) {
-      End(s);
-      return;
-    }
-    absl::StatusOr<std::unique_ptr<PreparedExecution>> exec =
-        PreparedExecution::Make(p.registry(), *request_, p.limits());
-    if (!exec.ok()) {
-      End(exec.status());
-      return;
-    }
-    exec_ = *std::move(exec);
-    const int64_t output_bytes = exec_->output_bytes();
-    if (absl::Status s =
-            call_.Admit(request_bytes_ + output_bytes, AdmissionController::Queue::kNow);
-        !s.ok()) {
-      End(s);
-      return;
-    }
-    call_.Run(
-        output_bytes,
-        [this](ThreadPool* pool, int64_t min_parallel_bytes) {
-          exec_->Run(response_, pool, min_parallel_bytes);
-          return absl::OkStatus();
+              [this](const grpc::Status& status) { Finish(status); }) {
+    call_.RunUnary(
+        request->op(), static_cast<int64_t>(request->ByteSizeLong()),
+        [&]() -> absl::StatusOr<std::unique_ptr<PreparedCall>> {
+          ASSIGN_OR_RETURN(
+              std::unique_ptr<PreparedExecution> exec,
+              PreparedExecution::Make(pipeline->registry(), *request, pipeline->limits()));
+          return IntoReply(std::move(exec), response);
         },
-        [this](absl::Status status) { End(status); });
+        [response] { return static_cast<int64_t>(response->ByteSizeLong()); });
   }
 
   void OnDone() override { delete this; }
 
  private:
-  void End(const absl::Status& status) {
-    exec_.reset();  // views of the request: gone before the RPC ends
-    call_.Finish(status, request_bytes_,
-                 status.ok() ? static_cast<int64_t>(response_->ByteSizeLong()) : 0);
-  }
-
   Call call_;
-  const v1::ExecuteRequest* const request_;
-  v1::ExecuteResponse* const response_;
-  const int64_t request_bytes_;
-  std::unique_ptr<PreparedExecution> exec_;
 };
 
 }  // namespace
