@@ -127,26 +127,6 @@ void CopyOut(const google::protobuf::RepeatedField<T>& field, int64_t n, char* d
   if (n > 0) std::memcpy(dst, field.data(), static_cast<size_t>(n) * sizeof(T));
 }
 
-// Narrows int32/uint32 wire values into a 1- or 2-byte integer type, rejecting
-// the first out-of-range value by index.
-template <typename Narrow, typename Wide>
-absl::Status NarrowIntegers(const google::protobuf::RepeatedField<Wide>& field, DType dtype,
-                            absl::string_view what, Field f, char* dst) {
-  constexpr int64_t kLo = std::numeric_limits<Narrow>::min();
-  constexpr int64_t kHi = std::numeric_limits<Narrow>::max();
-  Narrow* out = reinterpret_cast<Narrow*>(dst);
-  for (int i = 0; i < field.size(); ++i) {
-    const int64_t v = field.Get(i);
-    if (v < kLo || v > kHi) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ".", FieldName(f), "[", i, "] = ", v,
-                                                     " is out of range [", kLo, ", ", kHi, "] for ",
-                                                     DTypeName(dtype)));
-    }
-    out[i] = static_cast<Narrow>(v);
-  }
-  return absl::OkStatus();
-}
-
 template <typename Narrow>
 void NarrowFloats(const google::protobuf::RepeatedField<float>& field, Narrow (*conv)(float),
                   char* dst) {
@@ -183,9 +163,9 @@ absl::Status DecodeTyped(const v1::Tensor& p, DType dtype, int64_t n, absl::stri
       NarrowFloats<uint8_t>(p.float_data(), &FloatToFloat8E5M2, dst);
       return absl::OkStatus();
     case DType::kInt8:
-      return NarrowIntegers<int8_t>(p.int32_data(), dtype, what, Field::kInt32, dst);
+      return NarrowIntegers<int8_t>(p.int32_data(), dtype, what, FieldName(Field::kInt32), dst);
     case DType::kInt16:
-      return NarrowIntegers<int16_t>(p.int32_data(), dtype, what, Field::kInt32, dst);
+      return NarrowIntegers<int16_t>(p.int32_data(), dtype, what, FieldName(Field::kInt32), dst);
     case DType::kInt32:
       CopyOut(p.int32_data(), n, dst);
       return absl::OkStatus();
@@ -193,9 +173,9 @@ absl::Status DecodeTyped(const v1::Tensor& p, DType dtype, int64_t n, absl::stri
       CopyOut(p.int64_data(), n, dst);
       return absl::OkStatus();
     case DType::kUInt8:
-      return NarrowIntegers<uint8_t>(p.uint32_data(), dtype, what, Field::kUInt32, dst);
+      return NarrowIntegers<uint8_t>(p.uint32_data(), dtype, what, FieldName(Field::kUInt32), dst);
     case DType::kUInt16:
-      return NarrowIntegers<uint16_t>(p.uint32_data(), dtype, what, Field::kUInt32, dst);
+      return NarrowIntegers<uint16_t>(p.uint32_data(), dtype, what, FieldName(Field::kUInt32), dst);
     case DType::kUInt32:
       CopyOut(p.uint32_data(), n, dst);
       return absl::OkStatus();

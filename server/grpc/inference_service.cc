@@ -9,7 +9,7 @@
 #include "absl/time/clock.h"
 #include "kernels/status_macros.h"
 #include "server/core/logging.h"
-#include "server/oip/oip_codec.h"
+#include "server/grpc/oip_binding.h"
 #include "wire/status.h"
 
 #ifndef TENSOROPS_VERSION
@@ -46,8 +46,8 @@ class ModelInferReactor final : public grpc::ServerUnaryReactor {
         [&]() -> absl::StatusOr<std::unique_ptr<PreparedCall>> {
           ASSIGN_OR_RETURN(
               std::unique_ptr<PreparedInfer> exec,
-              PreparedInfer::Make(pipeline->registry(), *request, pipeline->limits(), shm, owner));
-          return IntoReply(std::move(exec), response);
+              PrepareModelInfer(pipeline->registry(), *request, pipeline->limits(), shm, owner));
+          return ModelInferCall(std::move(exec), response);
         },
         [response] { return static_cast<int64_t>(response->ByteSizeLong()); });
   }
@@ -83,9 +83,9 @@ class ModelStreamInferReactor final : public StreamReactor {
         request_.model_name(), static_cast<int64_t>(request_.ByteSizeLong()),
         [this]() -> absl::StatusOr<std::unique_ptr<PreparedCall>> {
           ASSIGN_OR_RETURN(std::unique_ptr<PreparedInfer> exec,
-                           PreparedInfer::Make(pipeline_->registry(), request_, pipeline_->limits(),
-                                               shm_, owner_));
-          return IntoReply(std::move(exec), response_.mutable_infer_response());
+                           PrepareModelInfer(pipeline_->registry(), request_, pipeline_->limits(),
+                                             shm_, owner_));
+          return ModelInferCall(std::move(exec), response_.mutable_infer_response());
         },
         [this] { return static_cast<int64_t>(response_.ByteSizeLong()); });
   }

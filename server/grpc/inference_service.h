@@ -2,8 +2,8 @@
 // on the same port as tensorops.v1.TensorOps, for Triton/KServe clients.
 //
 // A thin front door like Execute's: ModelInfer decodes a ModelInferRequest
-// into a PreparedInfer (server/oip_codec.h) and runs it through the call
-// lifecycle every front door shares (server/call.h: bearer token, drain gate,
+// into a PreparedInfer (server/grpc/oip_binding.h -> server/oip/oip_codec.h) and runs it through
+// the call lifecycle every front door shares (server/core/call.h: bearer token, drain gate,
 // admission, run-or-drop on the kernel pool, deadlines, metrics with
 // method="ModelInfer", access log). ModelStreamInfer runs each request
 // message of a stream as one such call, one after another, and answers in

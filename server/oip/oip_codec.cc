@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
-#include "kernels/huge_pages.h"
 #include "kernels/shape.h"
 #include "kernels/status_macros.h"
 #include "server/oip/sigbus_guard.h"
@@ -28,11 +27,6 @@ const char* const kProtocolParameters[7] = {"sequence_id",
                                             "triton_enable_empty_final_response"};
 
 namespace {
-
-using inference::InferParameter;
-using inference::InferTensorContents;
-using inference::ModelInferRequest;
-using inference::ModelInferResponse;
 
 constexpr char kShmRegion[] = "shared_memory_region";
 constexpr char kShmByteSize[] = "shared_memory_byte_size";
@@ -60,53 +54,11 @@ std::string Quote(absl::string_view s) {
   return absl::StrCat("'", s.substr(0, 64), "...' (", s.size(), " bytes)");
 }
 
-// Names of the native codec's fields as this protocol calls them, so that
-// messages from DecodeTensor (used for typed contents) name what the caller sent.
-std::string InOipTerms(absl::string_view message) {
-  return absl::StrReplaceAll(message, {{".float_data", ".contents.fp32_contents"},
-                                       {".double_data", ".contents.fp64_contents"},
-                                       {".int32_data", ".contents.int_contents"},
-                                       {".int64_data", ".contents.int64_contents"},
-                                       {".uint32_data", ".contents.uint_contents"},
-                                       {".uint64_data", ".contents.uint64_contents"},
-                                       {".bool_data", ".contents.bool_contents"},
-                                       {".string_data", ".contents.bytes_contents"},
-                                       {" float_data", " contents.fp32_contents"},
-                                       {" double_data", " contents.fp64_contents"},
-                                       {" int32_data", " contents.int_contents"},
-                                       {" int64_data", " contents.int64_contents"},
-                                       {" uint32_data", " contents.uint_contents"},
-                                       {" uint64_data", " contents.uint64_contents"},
-                                       {" bool_data", " contents.bool_contents"},
-                                       {" string_data", " contents.bytes_contents"},
-                                       {"raw_data", "raw_input_contents"}});
-}
+}  // namespace
 
-// Copies the one typed field of `c` that is set into the native message's
-// matching field (the table of api-oip.md), so the native codec decodes and
-// checks it. Several fields set: all are copied and the codec names the clash.
-void CopyContents(const InferTensorContents& c, v1::Tensor* t) {
-  *t->mutable_bool_data() = c.bool_contents();
-  *t->mutable_int32_data() = c.int_contents();
-  *t->mutable_int64_data() = c.int64_contents();
-  *t->mutable_uint32_data() = c.uint_contents();
-  *t->mutable_uint64_data() = c.uint64_contents();
-  *t->mutable_float_data() = c.fp32_contents();
-  *t->mutable_double_data() = c.fp64_contents();
-  *t->mutable_string_data() = c.bytes_contents();
-}
-
-bool HasContents(const InferTensorContents& c) {
-  return c.bool_contents_size() + c.int_contents_size() + c.int64_contents_size() +
-             c.uint_contents_size() + c.uint64_contents_size() + c.fp32_contents_size() +
-             c.fp64_contents_size() + c.bytes_contents_size() >
-         0;
-}
-
-// Rank, element count and byte limits, before anything is read or allocated;
-// returns the tensor's bytes (n x width). The same checks and messages as DecodeTensor.
 absl::StatusOr<int64_t> CheckShape(DType dtype, absl::Span<const int64_t> dims,
-                                   absl::string_view what, const RequestLimits& limits) {
+                                   absl::string_view what, const RequestLimits& limits,
+                                   int64_t string_chars) {
   if (static_cast<int64_t>(dims.size()) > limits.max_rank) {
     return absl::InvalidArgumentError(absl::StrCat(what, ".shape has rank ", dims.size(),
                                                    "; the limit is ", limits.max_rank,
@@ -120,13 +72,57 @@ absl::StatusOr<int64_t> CheckShape(DType dtype, absl::Span<const int64_t> dims,
         absl::StrCat(what, " has ", n, " elements (shape ", ShapeToString(dims), "); the limit is ",
                      limits.max_tensor_elements, " (--max_tensor_elements)"));
   }
-  if (bytes > limits.max_tensor_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        what, " needs ", bytes, " bytes (shape ", ShapeToString(dims), " of ", DTypeName(dtype),
-        "); the limit is ", limits.max_tensor_bytes, " (--max_tensor_bytes)"));
+  const bool with_chars = dtype == DType::kString && string_chars >= 0;
+  int64_t counted = bytes;
+  bool over = counted > limits.max_tensor_bytes;
+  if (with_chars && !over) {
+    if (string_chars > limits.max_tensor_bytes - counted) {
+      over = true;
+      counted = limits.max_tensor_bytes + 1;  // reported as "N+ bytes"
+    } else {
+      counted += string_chars;
+    }
+  }
+  if (over) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(what, " needs ", counted, with_chars ? "+" : "", " bytes (shape ",
+                     ShapeToString(dims), " of ", DTypeName(dtype), "); the limit is ",
+                     limits.max_tensor_bytes, " (--max_tensor_bytes)"));
   }
   return bytes;
 }
+
+const char* TypedContentsField(DType dtype) {
+  switch (dtype) {
+    case DType::kBool:
+      return "bool_contents";
+    case DType::kInt8:
+    case DType::kInt16:
+    case DType::kInt32:
+      return "int_contents";
+    case DType::kInt64:
+      return "int64_contents";
+    case DType::kUInt8:
+    case DType::kUInt16:
+    case DType::kUInt32:
+      return "uint_contents";
+    case DType::kUInt64:
+      return "uint64_contents";
+    case DType::kFloat32:
+      return "fp32_contents";
+    case DType::kFloat64:
+      return "fp64_contents";
+    case DType::kString:
+      return "bytes_contents";
+    default:
+      return nullptr;
+  }
+}
+
+namespace {
+
+// Non-null and aligned for every element type: the data of an empty tensor.
+alignas(16) const char kEmptyTensorData[16] = {};
 
 // A tensor from bytes laid out as raw contents (`bytes` must outlive it).
 absl::StatusOr<DecodedTensor> DecodeRaw(DType dtype, absl::Span<const int64_t> dims,
@@ -178,25 +174,25 @@ absl::StatusOr<DecodedTensor> DecodeRaw(DType dtype, absl::Span<const int64_t> d
 
 // The shared-memory parameters of a tensor, if it names a region. Any other
 // tensor parameter is INVALID_ARGUMENT (`what` names the tensor).
-absl::StatusOr<bool> ParseTensorParameters(
-    const google::protobuf::Map<std::string, InferParameter>& params, absl::string_view what,
-    std::string* region, uint64_t* offset, uint64_t* byte_size) {
+absl::StatusOr<bool> ParseTensorParameters(const InferParams& params, absl::string_view what,
+                                           absl::string_view* region, uint64_t* offset,
+                                           uint64_t* byte_size) {
   bool has_region = false, has_size = false, has_offset = false;
   for (const auto& [key, value] : params) {
     if (key == kShmRegion) {
-      if (value.parameter_choice_case() != InferParameter::kStringParam) {
+      if (value.kind != InferParam::Kind::kString) {
         return absl::InvalidArgumentError(
             absl::StrCat(what, ": parameter '", kShmRegion, "' must be a string_param"));
       }
-      *region = value.string_param();
+      *region = value.string_value;
       has_region = true;
     } else if (key == kShmByteSize || key == kShmOffset) {
       int64_t v = 0;
-      if (value.parameter_choice_case() == InferParameter::kInt64Param) {
-        v = value.int64_param();
-      } else if (value.parameter_choice_case() == InferParameter::kUint64Param &&
-                 value.uint64_param() <= static_cast<uint64_t>(INT64_MAX)) {
-        v = static_cast<int64_t>(value.uint64_param());
+      if (value.kind == InferParam::Kind::kInt64) {
+        v = value.int64_value;
+      } else if (value.kind == InferParam::Kind::kUint64 &&
+                 value.uint64_value <= static_cast<uint64_t>(INT64_MAX)) {
+        v = static_cast<int64_t>(value.uint64_value);
       } else {
         return absl::InvalidArgumentError(
             absl::StrCat(what, ": parameter '", key, "' must be an int64_param"));
@@ -226,8 +222,7 @@ absl::StatusOr<bool> ParseTensorParameters(
 
 // Request parameters -> op attributes, with the kinds Execute's Struct would
 // give them; the op then checks them exactly as it checks Execute's attrs.
-absl::StatusOr<Attrs> ParametersToAttrs(
-    const google::protobuf::Map<std::string, InferParameter>& params) {
+absl::StatusOr<Attrs> ParametersToAttrs(const InferParams& params) {
   Attrs attrs;
   for (const auto& [key, value] : params) {
     if (std::find_if(std::begin(kProtocolParameters), std::end(kProtocolParameters),
@@ -236,31 +231,32 @@ absl::StatusOr<Attrs> ParametersToAttrs(
       continue;
     }
     const std::string what = absl::StrCat("parameter ", Quote(key));
-    switch (value.parameter_choice_case()) {
-      case InferParameter::kStringParam:
-        attrs[key] = AttrValue::String(value.string_param());
+    const std::string name(key);
+    switch (value.kind) {
+      case InferParam::Kind::kString:
+        attrs[name] = AttrValue::String(std::string(value.string_value));
         break;
-      case InferParameter::kBoolParam:
-        attrs[key] = AttrValue::Bool(value.bool_param());
+      case InferParam::Kind::kBool:
+        attrs[name] = AttrValue::Bool(value.bool_value);
         break;
-      case InferParameter::kInt64Param:
-        if (value.int64_param() > kMaxExactInt || value.int64_param() < -kMaxExactInt) {
+      case InferParam::Kind::kInt64:
+        if (value.int64_value > kMaxExactInt || value.int64_value < -kMaxExactInt) {
           return absl::InvalidArgumentError(
-              absl::StrCat(what, " = ", value.int64_param(), " is out of range [-2^53, 2^53]"));
+              absl::StrCat(what, " = ", value.int64_value, " is out of range [-2^53, 2^53]"));
         }
-        attrs[key] = AttrValue::Number(static_cast<double>(value.int64_param()));
+        attrs[name] = AttrValue::Number(static_cast<double>(value.int64_value));
         break;
-      case InferParameter::kUint64Param:
-        if (value.uint64_param() > static_cast<uint64_t>(kMaxExactInt)) {
+      case InferParam::Kind::kUint64:
+        if (value.uint64_value > static_cast<uint64_t>(kMaxExactInt)) {
           return absl::InvalidArgumentError(
-              absl::StrCat(what, " = ", value.uint64_param(), " is out of range [0, 2^53]"));
+              absl::StrCat(what, " = ", value.uint64_value, " is out of range [0, 2^53]"));
         }
-        attrs[key] = AttrValue::Number(static_cast<double>(value.uint64_param()));
+        attrs[name] = AttrValue::Number(static_cast<double>(value.uint64_value));
         break;
-      case InferParameter::kDoubleParam:
-        attrs[key] = AttrValue::Number(value.double_param());
+      case InferParam::Kind::kDouble:
+        attrs[name] = AttrValue::Number(value.double_value);
         break;
-      case InferParameter::PARAMETER_CHOICE_NOT_SET:
+      case InferParam::Kind::kNone:
         return absl::InvalidArgumentError(absl::StrCat(what, " has no value"));
     }
   }
@@ -271,18 +267,6 @@ std::string InputNames(const OpSpec& spec) {
   std::vector<std::string> names;
   for (const InputSpec& in : spec.inputs) names.push_back(absl::StrCat("'", in.name, "'"));
   return absl::StrJoin(names, ", ");
-}
-
-const char* RepresentativeDatatype(const std::vector<DType>& types) {
-  for (DType preferred : {DType::kFloat32, DType::kInt64}) {
-    if (std::find(types.begin(), types.end(), preferred) != types.end()) {
-      return OipDatatype(preferred);
-    }
-  }
-  for (DType t : types) {
-    if (OipDatatype(t) != nullptr) return OipDatatype(t);
-  }
-  return "BYTES";
 }
 
 }  // namespace
@@ -318,28 +302,16 @@ absl::StatusOr<const OpDef*> FindModel(const OpRegistry& registry, absl::string_
   return def;
 }
 
-void DescribeModel(const OpDef& def, inference::ModelMetadataResponse* response) {
-  response->set_name(def.spec.name);
-  response->add_versions(kModelVersion);
-  response->set_platform("tensorops");
-  for (const InputSpec& in : def.spec.inputs) {
-    auto* t = response->add_inputs();
-    t->set_name(in.name);
-    t->set_datatype(RepresentativeDatatype(in.types));
-    if (in.max_rank >= 0 && in.max_rank == in.min_rank) {
-      for (int64_t i = 0; i < in.max_rank; ++i) t->add_shape(-1);
-    } else {
-      t->add_shape(-1);  // any rank (documented in the proto and README)
+const char* RepresentativeDatatype(const std::vector<DType>& types) {
+  for (DType preferred : {DType::kFloat32, DType::kInt64}) {
+    if (std::find(types.begin(), types.end(), preferred) != types.end()) {
+      return OipDatatype(preferred);
     }
   }
-  // Every op's output has the data input's type and shape.
-  const InputSpec& data = def.spec.inputs.front();
-  for (const OutputSpec& out : def.spec.outputs) {
-    auto* t = response->add_outputs();
-    t->set_name(out.name);
-    t->set_datatype(RepresentativeDatatype(data.types));
-    t->add_shape(-1);
+  for (DType t : types) {
+    if (OipDatatype(t) != nullptr) return OipDatatype(t);
   }
+  return "BYTES";
 }
 
 absl::Status ParseRawBytes(absl::string_view raw, int64_t n, absl::string_view what,
@@ -388,21 +360,22 @@ void WriteRawBytes(const TensorView& t, char* out) {
 }
 
 absl::StatusOr<std::unique_ptr<PreparedInfer>> PreparedInfer::Make(const OpRegistry& registry,
-                                                                   const ModelInferRequest& request,
+                                                                   const InferRequest& request,
                                                                    const RequestLimits& limits,
                                                                    const ShmRegistry* shm,
                                                                    const std::string& owner) {
   std::unique_ptr<PreparedInfer> p(new PreparedInfer());
-  ASSIGN_OR_RETURN(p->def_, FindModel(registry, request.model_name(), request.model_version()));
+  ASSIGN_OR_RETURN(p->def_, FindModel(registry, request.model_name, request.model_version));
   const OpSpec& spec = p->def_->spec;
-  p->id_ = request.id();
-  ASSIGN_OR_RETURN(Attrs attrs, ParametersToAttrs(request.parameters()));
+  p->id_ = std::string(request.id);
+  ASSIGN_OR_RETURN(Attrs attrs, ParametersToAttrs(request.parameters));
 
   // Inputs by name: slot[spec index] = request index.
   const int num_spec = static_cast<int>(spec.inputs.size());
+  const int num_inputs = static_cast<int>(request.inputs.size());
   std::vector<int> slot(num_spec, -1);
-  for (int i = 0; i < request.inputs_size(); ++i) {
-    const std::string& name = request.inputs(i).name();
+  for (int i = 0; i < num_inputs; ++i) {
+    const absl::string_view name = request.inputs[i].name;
     int s = 0;
     while (s < num_spec && spec.inputs[s].name != name) ++s;
     if (s == num_spec) {
@@ -425,16 +398,17 @@ absl::StatusOr<std::unique_ptr<PreparedInfer>> PreparedInfer::Make(const OpRegis
 
   // Where each input's data is: shared memory, raw (in request order, skipping
   // shared-memory inputs, as Triton does) or typed.
-  std::vector<ShmUse> shm_use(request.inputs_size());
-  std::vector<int> raw_index(request.inputs_size(), -1);
+  std::vector<ShmUse> shm_use(num_inputs);
+  std::vector<int> raw_index(num_inputs, -1);
   int num_raw = 0;
-  const bool raw_mode = request.raw_input_contents_size() > 0;
-  for (int i = 0; i < request.inputs_size(); ++i) {
-    const auto& in = request.inputs(i);
-    const std::string what = absl::StrCat("input ", Quote(in.name()));
-    std::string region;
+  const int num_raw_inputs = static_cast<int>(request.raw_inputs.size());
+  const bool raw_mode = num_raw_inputs > 0;
+  for (int i = 0; i < num_inputs; ++i) {
+    const InferInput& in = request.inputs[i];
+    const std::string what = absl::StrCat("input ", Quote(in.name));
+    absl::string_view region;
     ASSIGN_OR_RETURN(const bool in_shm,
-                     ParseTensorParameters(in.parameters(), what, &region, &shm_use[i].offset,
+                     ParseTensorParameters(in.parameters, what, &region, &shm_use[i].offset,
                                            &shm_use[i].byte_size));
     if (in_shm) {
       if (shm == nullptr || !shm->enabled()) {
@@ -442,7 +416,7 @@ absl::StatusOr<std::unique_ptr<PreparedInfer>> PreparedInfer::Make(const OpRegis
             what, " names shared memory region ", Quote(region),
             " but system shared memory is off on this server (--shared_memory=system)"));
       }
-      if (HasContents(in.contents())) {
+      if (in.typed != nullptr) {
         return absl::InvalidArgumentError(
             absl::StrCat(what, " has both contents and a shared memory region; use one"));
       }
@@ -452,7 +426,7 @@ absl::StatusOr<std::unique_ptr<PreparedInfer>> PreparedInfer::Make(const OpRegis
       continue;
     }
     if (raw_mode) {
-      if (HasContents(in.contents())) {
+      if (in.typed != nullptr) {
         return absl::InvalidArgumentError(absl::StrCat(
             what,
             " has typed contents but the request also has raw_input_contents; either every "
@@ -461,9 +435,9 @@ absl::StatusOr<std::unique_ptr<PreparedInfer>> PreparedInfer::Make(const OpRegis
       raw_index[i] = num_raw++;
     }
   }
-  if (raw_mode && num_raw != request.raw_input_contents_size()) {
+  if (raw_mode && num_raw != num_raw_inputs) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "raw_input_contents has ", request.raw_input_contents_size(), " entries but ", num_raw,
+        "raw_input_contents has ", num_raw_inputs, " entries but ", num_raw,
         " inputs are not in shared memory; give one entry per such input, in the order of inputs"));
   }
 
@@ -473,17 +447,17 @@ absl::StatusOr<std::unique_ptr<PreparedInfer>> PreparedInfer::Make(const OpRegis
   p->inputs_.reserve(num_spec);
   for (int s = 0; s < num_spec; ++s) {
     const int i = slot[s];
-    const auto& in = request.inputs(i);
-    const std::string what = absl::StrCat("input ", Quote(in.name()));
-    const DType dtype = DTypeFromOip(in.datatype());
+    const InferInput& in = request.inputs[i];
+    const std::string what = absl::StrCat("input ", Quote(in.name));
+    const DType dtype = DTypeFromOip(in.datatype);
     if (dtype == DType::kInvalid) {
       return absl::InvalidArgumentError(absl::StrCat(
-          what, ": datatype ", Quote(in.datatype()),
+          what, ": datatype ", Quote(in.datatype),
           " is not one of BOOL, UINT8, UINT16, UINT32, UINT64, INT8, INT16, INT32, INT64, FP16, "
           "FP32, FP64, BYTES, BF16 (COMPLEX and FLOAT8 tensors are served by "
           "tensorops.v1.TensorOps only)"));
     }
-    const absl::Span<const int64_t> dims(in.shape().data(), static_cast<size_t>(in.shape_size()));
+    const absl::Span<const int64_t> dims = in.shape;
     DecodedTensor t;
     if (shm_use[i].region != nullptr) {
       ShmUse& use = shm_use[i];
@@ -498,7 +472,7 @@ absl::StatusOr<std::unique_ptr<PreparedInfer>> PreparedInfer::Make(const OpRegis
       if (dtype != DType::kString && static_cast<uint64_t>(num_bytes) != use.byte_size) {
         return absl::InvalidArgumentError(
             absl::StrCat(what, ": shared_memory_byte_size is ", use.byte_size, " but shape ",
-                         ShapeToString(dims), " of ", in.datatype(), " needs ", num_bytes));
+                         ShapeToString(dims), " of ", in.datatype, " needs ", num_bytes));
       }
       if (s == 0 && dtype != DType::kString && dtype != DType::kBool) {
         // The data input is read in place by the kernel only (under the SIGBUS guard).
@@ -508,8 +482,8 @@ absl::StatusOr<std::unique_ptr<PreparedInfer>> PreparedInfer::Make(const OpRegis
       } else {
         // Everything else is read by validation (or is parsed, or checked
         // byte by byte): copy it out first, so only guarded code touches the region.
-        auto copy = std::make_unique<v1::Tensor>();
-        std::string* buffer = copy->mutable_raw_data();
+        auto copy = std::make_unique<std::string>();
+        std::string* buffer = copy.get();
         buffer->resize(use.byte_size);
         if (!RunCatchingSigbus([&] { std::memcpy(&(*buffer)[0], bytes, use.byte_size); })) {
           return absl::InvalidArgumentError(absl::StrCat(what, ": shared memory region ",
@@ -517,29 +491,35 @@ absl::StatusOr<std::unique_ptr<PreparedInfer>> PreparedInfer::Make(const OpRegis
                                                          " was truncated while it was read"));
         }
         ASSIGN_OR_RETURN(t, DecodeRaw(dtype, dims, *buffer, what, "(shared memory)", limits));
-        p->typed_copies_.push_back(std::move(copy));
+        p->shm_copies_.push_back(std::move(copy));
       }
       p->shm_inputs_.push_back(use);
     } else if (raw_index[i] >= 0) {
       ASSIGN_OR_RETURN(t,
-                       DecodeRaw(dtype, dims, request.raw_input_contents(raw_index[i]), what,
+                       DecodeRaw(dtype, dims, request.raw_inputs[raw_index[i]], what,
                                  absl::StrCat("(raw_input_contents[", raw_index[i], "])"), limits));
     } else {
-      if ((dtype == DType::kFloat16 || dtype == DType::kBFloat16) && HasContents(in.contents())) {
+      if ((dtype == DType::kFloat16 || dtype == DType::kBFloat16) && in.typed != nullptr) {
         return absl::InvalidArgumentError(
-            absl::StrCat(what, ": ", in.datatype(),
+            absl::StrCat(what, ": ", in.datatype,
                          " has no typed contents field; send it in raw_input_contents"));
       }
-      auto copy = std::make_unique<v1::Tensor>();
-      copy->set_dtype(ToProtoDataType(dtype));
-      *copy->mutable_shape() = in.shape();
-      CopyContents(in.contents(), copy.get());
-      absl::StatusOr<DecodedTensor> decoded = DecodeTensor(*copy, what, &limits);
-      if (!decoded.ok()) {
-        return absl::Status(decoded.status().code(), InOipTerms(decoded.status().message()));
+      if (in.typed != nullptr) {
+        ASSIGN_OR_RETURN(t, in.typed->Decode(dtype, dims, what, limits));
+      } else {
+        // No elements at all: only a tensor of none is complete.
+        ASSIGN_OR_RETURN(const int64_t num_bytes,
+                         CheckShape(dtype, dims, what, limits, /*string_chars=*/0));
+        if (num_bytes != 0) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              what, " has no data: set ", dtype == DType::kString ? "" : "raw_input_contents or ",
+              "contents.", TypedContentsField(dtype)));
+        }
+        t.encoding = Encoding::kRaw;
+        t.view.dtype = dtype;
+        t.view.shape.assign(dims.begin(), dims.end());
+        t.view.data = kEmptyTensorData;
       }
-      t = *std::move(decoded);
-      p->typed_copies_.push_back(std::move(copy));
     }
     const int64_t bytes = DecodedBytes(t.view);
     if (bytes > limits.max_request_bytes - p->input_bytes_) {
@@ -561,17 +541,17 @@ absl::StatusOr<std::unique_ptr<PreparedInfer>> PreparedInfer::Make(const OpRegis
 
   // Outputs: all of them in spec order, or those requested, in request order.
   const int num_out = static_cast<int>(spec.outputs.size());
-  if (request.outputs_size() == 0) {
+  if (request.outputs.empty()) {
     for (int o = 0; o < num_out; ++o) {
       Output out;
       out.spec_index = o;
       p->outputs_.push_back(std::move(out));
     }
   }
-  for (const auto& req : request.outputs()) {
-    const std::string what = absl::StrCat("output ", Quote(req.name()));
+  for (const InferRequestedOutput& req : request.outputs) {
+    const std::string what = absl::StrCat("output ", Quote(req.name));
     int o = 0;
-    while (o < num_out && spec.outputs[o].name != req.name()) ++o;
+    while (o < num_out && spec.outputs[o].name != req.name) ++o;
     if (o == num_out) {
       std::vector<std::string> names;
       for (const OutputSpec& out : spec.outputs) names.push_back(absl::StrCat("'", out.name, "'"));
@@ -586,8 +566,8 @@ absl::StatusOr<std::unique_ptr<PreparedInfer>> PreparedInfer::Make(const OpRegis
     }
     Output out;
     out.spec_index = o;
-    std::string region;
-    ASSIGN_OR_RETURN(out.in_shm, ParseTensorParameters(req.parameters(), what, &region,
+    absl::string_view region;
+    ASSIGN_OR_RETURN(out.in_shm, ParseTensorParameters(req.parameters, what, &region,
                                                        &out.shm.offset, &out.shm.byte_size));
     if (out.in_shm) {
       if (shm == nullptr || !shm->enabled()) {
@@ -647,30 +627,26 @@ absl::Status PreparedInfer::RunKernel(void* out, ThreadPool* pool, int64_t min_p
   return absl::OkStatus();
 }
 
-absl::Status PreparedInfer::Run(ModelInferResponse* response, ThreadPool* pool,
+absl::Status PreparedInfer::Run(InferResponseWriter* response, ThreadPool* pool,
                                 int64_t min_parallel_bytes) {
-  response->set_model_name(def_->spec.name);
-  response->set_model_version(kModelVersion);
-  response->set_id(id_);
+  response->SetModel(def_->spec.name, kModelVersion, id_);
   const DType dtype = op_.dtype;
+  const char* datatype = OipDatatype(dtype);
+  const absl::Span<const int64_t> shape(op_.shape.data(), op_.shape.size());
   // Every op has one output; the loop keeps the protocol's shape.
   for (const Output& o : outputs_) {
-    auto* t = response->add_outputs();
-    t->set_name(def_->spec.outputs[o.spec_index].name);
-    t->set_datatype(OipDatatype(dtype));
-    for (int64_t d : op_.shape) t->add_shape(d);
-    std::string* raw = response->add_raw_output_contents();
+    const std::string& name = def_->spec.outputs[o.spec_index].name;
     if (dtype == DType::kString) {
       // References first, then the length-prefixed bytes.
       Tensor result(dtype, op_.shape);
       RETURN_IF_ERROR(RunKernel(result.mutable_data(), pool, min_parallel_bytes));
       const int64_t size = RawBytesSize(result.view());
       if (!o.in_shm) {
-        raw->resize(static_cast<size_t>(size));
-        WriteRawBytes(result.view(), &(*raw)[0]);
+        WriteRawBytes(result.view(), response->AddOutput(name, datatype, shape, size));
         continue;
       }
-      const std::string what = absl::StrCat("output ", Quote(t->name()));
+      response->AddOutput(name, datatype, shape, 0);
+      const std::string what = absl::StrCat("output ", Quote(name));
       if (static_cast<uint64_t>(size) > o.shm.byte_size) {
         return absl::InvalidArgumentError(absl::StrCat(what, ": shared_memory_byte_size is ",
                                                        o.shm.byte_size,
@@ -686,16 +662,14 @@ absl::Status PreparedInfer::Run(ModelInferResponse* response, ThreadPool* pool,
     }
     if (o.in_shm) {
       // Straight into the caller's memory; the response carries no data.
-      const std::string what = absl::StrCat("output ", Quote(t->name()));
+      response->AddOutput(name, datatype, shape, 0);
+      const std::string what = absl::StrCat("output ", Quote(name));
       ASSIGN_OR_RETURN(char* dst, o.shm.region->Bytes(o.shm.offset, output_bytes(), what));
       RETURN_IF_ERROR(RunKernel(dst, pool, min_parallel_bytes));
       continue;
     }
-    const int64_t bytes = output_bytes();
-    raw->reserve(static_cast<size_t>(bytes));
-    AdviseHugePages(raw->data(), bytes);  // before resize() first touches it
-    raw->resize(static_cast<size_t>(bytes));
-    RETURN_IF_ERROR(RunKernel(&(*raw)[0], pool, min_parallel_bytes));
+    RETURN_IF_ERROR(RunKernel(response->AddOutput(name, datatype, shape, output_bytes()), pool,
+                              min_parallel_bytes));
   }
   return absl::OkStatus();
 }

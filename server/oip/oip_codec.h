@@ -1,6 +1,7 @@
-// The Open Inference Protocol (KServe v2) below the RPC layer: ops as models,
-// and ModelInferRequest -> the same kernel inputs and attributes Execute
-// builds -> ModelInferResponse.
+// The Open Inference Protocol (KServe v2) core, below any wire format: ops
+// as models, and an InferRequest (server/oip/infer_request.h, filled by a
+// binding from its message) -> the same kernel inputs and attributes Execute
+// builds -> named outputs written through an InferResponseWriter.
 //
 // The mapping (README "Triton / KServe clients"):
 //  - every op is a model of its name, version "1" ("" means the same);
@@ -30,9 +31,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "inference/grpc_service.pb.h"
 #include "kernels/op_registry.h"
 #include "kernels/thread_pool.h"
+#include "server/oip/infer_request.h"
 #include "server/oip/shm_registry.h"
 #include "wire/limits.h"
 #include "wire/tensor_codec.h"
@@ -57,11 +58,22 @@ inline constexpr char kModelVersion[] = "1";
 absl::StatusOr<const OpDef*> FindModel(const OpRegistry& registry, absl::string_view name,
                                        absl::string_view version);
 
-// Fills ModelMetadata for `def`: inputs and outputs with the spec's names, a
-// representative datatype (FP32 when allowed, else INT64, else the first
-// allowed type the protocol can name) and shape (-1 per dimension when the
-// rank is fixed, else [-1]: any rank).
-void DescribeModel(const OpDef& def, inference::ModelMetadataResponse* response);
+// Rank, element count and byte limits of a tensor, before anything is read
+// or allocated; returns its bytes (elements x width). The checks and messages
+// of DecodeTensor. `string_chars` >= 0: a STRING tensor given as elements
+// with that many characters, which count against --max_tensor_bytes ("N+
+// bytes" when over); -1: raw form (its characters are counted once parsed).
+absl::StatusOr<int64_t> CheckShape(DType dtype, absl::Span<const int64_t> dims,
+                                   absl::string_view what, const RequestLimits& limits,
+                                   int64_t string_chars = -1);
+
+// The typed contents field that carries `dtype` ("fp32_contents"); nullptr
+// when none does (FP16, BF16 and types the protocol cannot name).
+const char* TypedContentsField(DType dtype);
+
+// The datatype a model's metadata shows for a tensor that takes `types`:
+// FP32 when allowed, else INT64, else the first the protocol can name.
+const char* RepresentativeDatatype(const std::vector<DType>& types);
 
 // A validated ModelInfer call, ready to run. Holds views into the request
 // (which must outlive it) and references to the shared-memory regions it
@@ -71,9 +83,11 @@ class PreparedInfer {
   // Decodes and validates everything, like PreparedExecution::Make, plus the
   // protocol's rules. `shm` may be null (shared memory off); `owner` is the
   // caller's identity for shared-memory regions (its bearer token, or "").
-  static absl::StatusOr<std::unique_ptr<PreparedInfer>> Make(
-      const OpRegistry& registry, const inference::ModelInferRequest& request,
-      const RequestLimits& limits, const ShmRegistry* shm, const std::string& owner);
+  static absl::StatusOr<std::unique_ptr<PreparedInfer>> Make(const OpRegistry& registry,
+                                                             const InferRequest& request,
+                                                             const RequestLimits& limits,
+                                                             const ShmRegistry* shm,
+                                                             const std::string& owner);
 
   const OpDef& op() const { return *def_; }
   // Output bytes the kernel writes (for admission and limits).
@@ -81,10 +95,10 @@ class PreparedInfer {
   // Bytes of the decoded inputs.
   int64_t input_bytes() const { return input_bytes_; }
 
-  // Runs the kernel and fills `response` (model name and version, id,
-  // outputs). Fails only with shared memory: a region whose object shrank
-  // since the request was checked (INVALID_ARGUMENT naming the region).
-  absl::Status Run(inference::ModelInferResponse* response, ThreadPool* pool = nullptr,
+  // Runs the kernel and writes the response (model name and version, id,
+  // named outputs). Fails only with shared memory: a region whose object
+  // shrank since the request was checked (INVALID_ARGUMENT naming the region).
+  absl::Status Run(InferResponseWriter* response, ThreadPool* pool = nullptr,
                    int64_t min_parallel_bytes = int64_t{1} << 20);
 
  private:
@@ -106,9 +120,9 @@ class PreparedInfer {
   const OpDef* def_ = nullptr;
   std::string id_;
   std::vector<DecodedTensor> inputs_;  // in the spec's order
-  // Typed inputs are decoded through the native codec from these copies;
-  // STRING elements point into them.
-  std::vector<std::unique_ptr<v1::Tensor>> typed_copies_;
+  // Copies of shared-memory inputs read by validation (STRING elements
+  // point into them).
+  std::vector<std::unique_ptr<std::string>> shm_copies_;
   // Shared-memory inputs and outputs in use; the data input's ShmUse, if it
   // is read in place (then the kernel runs under the SIGBUS guard).
   std::vector<ShmUse> shm_inputs_;

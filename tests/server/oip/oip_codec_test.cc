@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/core/execution.h"
+#include "server/grpc/oip_binding.h"
 
 namespace tensorops {
 namespace {
@@ -47,10 +48,10 @@ class OipCodecTest : public ::testing::Test {
   absl::StatusOr<ModelInferResponse> Infer(const ModelInferRequest& request,
                                            const ShmRegistry* shm = nullptr,
                                            const std::string& owner = "") {
-    auto prepared = PreparedInfer::Make(registry_, request, RequestLimits(), shm, owner);
+    auto prepared = PrepareModelInfer(registry_, request, RequestLimits(), shm, owner);
     if (!prepared.ok()) return prepared.status();
     ModelInferResponse response;
-    absl::Status st = (*prepared)->Run(&response);
+    absl::Status st = RunModelInfer(**prepared, &response);
     if (!st.ok()) return st;
     return response;
   }
@@ -325,6 +326,47 @@ TEST_F(OipCodecTest, TypedErrorsUseTheProtocolsFieldNames) {
               HasSubstr("contents.int_contents cannot carry FLOAT32 values"));
 }
 
+// Typed contents decode straight into kernel tensors (server/grpc/oip_binding.cc)
+// with the native codec's checks, worded in the protocol's field names.
+TEST_F(OipCodecTest, TypedContentsDecodeWithExactMessages) {
+  ModelInferRequest r = RollRaw();
+  r.clear_raw_input_contents();
+  r.mutable_inputs(0)->set_datatype("FP32");
+  auto* data = r.mutable_inputs(0)->mutable_contents();
+  for (float v : {1.f, 2.f, 3.f, 4.f, 5.f}) data->add_fp32_contents(v);
+  r.mutable_inputs(1)->mutable_contents()->add_int64_contents(1);
+  r.mutable_inputs(2)->mutable_contents()->add_int64_contents(1);
+  absl::StatusOr<ModelInferResponse> out = Infer(r);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(std::string(out.status().message()),
+            "input 'data'.contents.fp32_contents has 5 values but shape [2,3] needs 6");
+
+  data->add_fp32_contents(6.f);
+  out = Infer(r);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->raw_output_contents(0), Pack<float>({3, 1, 2, 6, 4, 5}));
+
+  data->add_int_contents(1);
+  out = Infer(r);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(std::string(out.status().message()),
+            "input 'data' sets both contents.fp32_contents and contents.int_contents; set exactly "
+            "one data field");
+
+  data->clear_fp32_contents();
+  out = Infer(r);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(std::string(out.status().message()),
+            "input 'data'.contents.int_contents cannot carry FLOAT32 values; use "
+            "contents.fp32_contents or raw_input_contents");
+
+  data->Clear();
+  out = Infer(r);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(std::string(out.status().message()),
+            "input 'data' has no data: set raw_input_contents or contents.fp32_contents");
+}
+
 TEST_F(OipCodecTest, MalformedRawBytes) {
   StringRef refs[2];
   const std::string good = RawStrings({"ab", "c"});
@@ -509,11 +551,11 @@ TEST_F(OipCodecTest, TruncatedWhilePreparedIsCaught) {
     t->set_datatype("INT64");
     t->mutable_contents()->add_int64_contents(0);
   }
-  auto prepared = PreparedInfer::Make(registry_, r, RequestLimits(), &shm, "");
+  auto prepared = PrepareModelInfer(registry_, r, RequestLimits(), &shm, "");
   ASSERT_TRUE(prepared.ok()) << prepared.status();
   obj.Truncate(0);
   ModelInferResponse response;
-  absl::Status st = (*prepared)->Run(&response);
+  absl::Status st = RunModelInfer(**prepared, &response);
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(st.message()), HasSubstr("truncated by its owner while the op ran"));
 }
