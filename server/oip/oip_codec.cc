@@ -35,18 +35,6 @@ constexpr char kShmOffset[] = "shared_memory_offset";
 // 2^53: the integers a double (the native attrs' number) holds exactly.
 constexpr int64_t kMaxExactInt = int64_t{1} << 53;
 
-struct DatatypeName {
-  DType dtype;
-  const char* name;
-};
-constexpr DatatypeName kDatatypes[] = {
-    {DType::kBool, "BOOL"},     {DType::kUInt8, "UINT8"},   {DType::kUInt16, "UINT16"},
-    {DType::kUInt32, "UINT32"}, {DType::kUInt64, "UINT64"}, {DType::kInt8, "INT8"},
-    {DType::kInt16, "INT16"},   {DType::kInt32, "INT32"},   {DType::kInt64, "INT64"},
-    {DType::kFloat16, "FP16"},  {DType::kFloat32, "FP32"},  {DType::kFloat64, "FP64"},
-    {DType::kString, "BYTES"},  {DType::kBFloat16, "BF16"},
-};
-
 // Caller-supplied text in single quotes, cut like BoundedQuote so a
 // megabyte-long name never ends up in a status.
 std::string Quote(absl::string_view s) {
@@ -90,33 +78,6 @@ absl::StatusOr<int64_t> CheckShape(DType dtype, absl::Span<const int64_t> dims,
                      limits.max_tensor_bytes, " (--max_tensor_bytes)"));
   }
   return bytes;
-}
-
-const char* TypedContentsField(DType dtype) {
-  switch (dtype) {
-    case DType::kBool:
-      return "bool_contents";
-    case DType::kInt8:
-    case DType::kInt16:
-    case DType::kInt32:
-      return "int_contents";
-    case DType::kInt64:
-      return "int64_contents";
-    case DType::kUInt8:
-    case DType::kUInt16:
-    case DType::kUInt32:
-      return "uint_contents";
-    case DType::kUInt64:
-      return "uint64_contents";
-    case DType::kFloat32:
-      return "fp32_contents";
-    case DType::kFloat64:
-      return "fp64_contents";
-    case DType::kString:
-      return "bytes_contents";
-    default:
-      return nullptr;
-  }
 }
 
 namespace {
@@ -270,20 +231,6 @@ std::string InputNames(const OpSpec& spec) {
 }
 
 }  // namespace
-
-const char* OipDatatype(DType dtype) {
-  for (const DatatypeName& d : kDatatypes) {
-    if (d.dtype == dtype) return d.name;
-  }
-  return nullptr;
-}
-
-DType DTypeFromOip(absl::string_view datatype) {
-  for (const DatatypeName& d : kDatatypes) {
-    if (datatype == d.name) return d.dtype;
-  }
-  return DType::kInvalid;
-}
 
 absl::StatusOr<const OpDef*> FindModel(const OpRegistry& registry, absl::string_view name,
                                        absl::string_view version) {

@@ -35,16 +35,11 @@
 #include "kernels/thread_pool.h"
 #include "server/oip/infer_request.h"
 #include "server/oip/shm_registry.h"
+#include "wire/dtypes.h"
 #include "wire/limits.h"
 #include "wire/tensor_codec.h"
 
 namespace tensorops {
-
-// The protocol's datatype string of `dtype`; nullptr for our types that have
-// none (COMPLEX64/128, FLOAT8_*).
-const char* OipDatatype(DType dtype);
-// DType of a datatype string; kInvalid when it is not one of the 14.
-DType DTypeFromOip(absl::string_view datatype);
 
 // Request parameters that belong to the protocol, not to an op: accepted and
 // ignored (deadlines are gRPC deadlines; there are no sequences or priorities).
@@ -66,10 +61,6 @@ absl::StatusOr<const OpDef*> FindModel(const OpRegistry& registry, absl::string_
 absl::StatusOr<int64_t> CheckShape(DType dtype, absl::Span<const int64_t> dims,
                                    absl::string_view what, const RequestLimits& limits,
                                    int64_t string_chars = -1);
-
-// The typed contents field that carries `dtype` ("fp32_contents"); nullptr
-// when none does (FP16, BF16 and types the protocol cannot name).
-const char* TypedContentsField(DType dtype);
 
 // The datatype a model's metadata shows for a tensor that takes `types`:
 // FP32 when allowed, else INT64, else the first the protocol can name.
