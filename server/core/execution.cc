@@ -96,6 +96,7 @@ void DescribeOps(const OpRegistry& registry, v1::ListOpsResponse* response) {
       v1::OutputInfo* oi = info->add_outputs();
       oi->set_name(o.name);
       oi->set_description(o.description);
+      if (def->infer == &OutputLikeFirstInput) oi->set_like_input(spec.inputs.front().name);
     }
   }
 }
