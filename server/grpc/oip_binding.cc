@@ -277,7 +277,7 @@ void DescribeModel(const OpDef& def, inference::ModelMetadataResponse* response)
     if (in.max_rank >= 0 && in.max_rank == in.min_rank) {
       for (int64_t i = 0; i < in.max_rank; ++i) t->add_shape(-1);
     } else {
-      t->add_shape(-1);  // any rank (documented in the proto and README)
+      t->add_shape(-1);  // any rank (documented in the proto and docs/cookbook.md)
     }
   }
   // Every op's output has the data input's type and shape.

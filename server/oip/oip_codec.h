@@ -3,7 +3,7 @@
 // binding from its message) -> the same kernel inputs and attributes Execute
 // builds -> named outputs written through an InferResponseWriter.
 //
-// The mapping (README "Triton / KServe clients"):
+// The mapping (docs/cookbook.md "Triton / KServe clients"):
 //  - every op is a model of its name, version "1" ("" means the same);
 //  - inputs are matched to the op spec's input names in any order; their data
 //    comes typed (`contents`), raw (`raw_input_contents`, one entry per input

@@ -248,12 +248,12 @@ TEST_F(CliTest, HelpHasExamples) {
   EXPECT_THAT(r.out, HasSubstr("tensorops run Roll"));
 }
 
-// Every ```sh block in docs/sdk.md and README.md whose commands start with "tensorops" is
-// run; when a ```text block follows, stdout must equal it (stderr, with a
-// non-zero exit status, when it starts "tensorops: error: ").
+// Every ```sh block in docs/sdk.md, docs/server.md and README.md whose commands start with
+// "tensorops" is run; when a ```text block follows, stdout must equal it (stderr, with a non-zero
+// exit status, when it starts "tensorops: error: ").
 TEST_F(CliTest, DocsExamplesRun) {
-  for (const auto& [doc, min_examples] :
-       std::vector<std::pair<std::string, int>>{{TENSOROPS_SDK_DOC, 5}, {TENSOROPS_README, 2}}) {
+  for (const auto& [doc, min_examples] : std::vector<std::pair<std::string, int>>{
+           {TENSOROPS_SDK_DOC, 5}, {TENSOROPS_SERVER_DOC, 1}, {TENSOROPS_README, 2}}) {
     SCOPED_TRACE(doc);
     const std::string md = ReadFile(doc);
     ASSERT_FALSE(md.empty());
@@ -264,7 +264,7 @@ TEST_F(CliTest, DocsExamplesRun) {
                     dir_ + "/data.npy",
                     Tensor(std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {4, 3}))
                     .ok());
-    // Past the CLI's 64 MiB stream threshold: the README's big-tensor example
+    // Past the CLI's 64 MiB stream threshold: docs/server.md's big-tensor example
     // goes through ExecuteStream.
     {
       std::vector<uint8_t> big(size_t{72} << 20);

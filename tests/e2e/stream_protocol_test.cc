@@ -1,5 +1,5 @@
 // ExecuteStream on the wire, against the real server: every rule of the
-// protocol (proto/tensorops/v1/tensorops.proto, README "Big tensors") with
+// protocol (proto/tensorops/v1/tensorops.proto, docs/server.md "Big tensors") with
 // hand-built message sequences, including broken ones the SDK never sends,
 // and what happens to memory when a stream breaks.
 #include <grpcpp/grpcpp.h>
