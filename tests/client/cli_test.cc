@@ -15,7 +15,7 @@
 #include "client/cli/text_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/e2e/server_process.h"
+#include "tests/harness/server_process.h"
 
 namespace tensorops {
 namespace {
@@ -23,12 +23,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ::tensorops::testing::ReadFile;
 
 struct Result {
   int exit_code = -1;

@@ -15,7 +15,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "tests/server/http_get.h"
+#include "tests/harness/http_get.h"
 
 namespace tensorops {
 namespace {

@@ -24,7 +24,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "tests/server/http_get.h"
+#include "tests/harness/http_get.h"
 
 namespace tensorops {
 namespace {

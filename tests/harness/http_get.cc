@@ -1,4 +1,4 @@
-#include "tests/server/http_get.h"
+#include "tests/harness/http_get.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

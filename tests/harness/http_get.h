@@ -4,12 +4,12 @@
 // end-to-end tests.
 //
 // Code inside namespace tensorops must spell GoogleTest's namespace
-// ::testing, as tests/e2e/server_process.h also lives here.
+// ::testing, as tests/harness/server_process.h also lives here.
 //
 // Thread-safety: both functions are free of shared state and safe to call
 // from any thread.
-#ifndef TENSOROPS_TESTS_SERVER_HTTP_GET_H_
-#define TENSOROPS_TESTS_SERVER_HTTP_GET_H_
+#ifndef TENSOROPS_TESTS_HARNESS_HTTP_GET_H_
+#define TENSOROPS_TESTS_HARNESS_HTTP_GET_H_
 
 #include <map>
 #include <string>
@@ -39,4 +39,4 @@ double ScrapeSample(int metrics_port, const std::string& name,
 
 }  // namespace tensorops::testing
 
-#endif  // TENSOROPS_TESTS_SERVER_HTTP_GET_H_
+#endif  // TENSOROPS_TESTS_HARNESS_HTTP_GET_H_

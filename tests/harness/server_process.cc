@@ -1,4 +1,4 @@
-#include "tests/e2e/server_process.h"
+#include "tests/harness/server_process.h"
 
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
@@ -13,10 +13,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
 
 namespace tensorops::testing {
 
@@ -177,6 +179,23 @@ int ServerProcess::Stop() {
 void ServerProcess::CloseStdout() {
   if (stdout_fd_ >= 0) close(stdout_fd_);
   stdout_fd_ = -1;
+}
+
+std::unique_ptr<ServerProcess> StartTestServer(const std::string& binary,
+                                               std::vector<std::string> args) {
+  args.push_back("--metrics_port=0");
+  auto server = std::make_unique<ServerProcess>();
+  const absl::Status st = server->Start(binary, args);
+  EXPECT_TRUE(st.ok()) << st;
+  if (!st.ok()) return nullptr;
+  return server;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 }  // namespace tensorops::testing

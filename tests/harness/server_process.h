@@ -4,8 +4,8 @@
 //
 // Not thread-safe; one object per server. pid(), port(), metrics_port() and
 // address() may be read from any thread while no other method runs.
-#ifndef TENSOROPS_TESTS_E2E_SERVER_PROCESS_H_
-#define TENSOROPS_TESTS_E2E_SERVER_PROCESS_H_
+#ifndef TENSOROPS_TESTS_HARNESS_SERVER_PROCESS_H_
+#define TENSOROPS_TESTS_HARNESS_SERVER_PROCESS_H_
 
 #include <grpcpp/channel.h>
 #include <sys/types.h>
@@ -62,10 +62,18 @@ class ServerProcess {
   int stdout_fd_ = -1;
 };
 
+// Starts `binary` with `args` and --metrics_port=0 (never the default 9464).
+// On failure records a GoogleTest failure with the reason and returns nullptr.
+std::unique_ptr<ServerProcess> StartTestServer(const std::string& binary,
+                                               std::vector<std::string> args);
+
+// The whole file, as bytes; empty when it cannot be read.
+std::string ReadFile(const std::string& path);
+
 // A plaintext channel to a test server with its own TCP connection (local
 // subchannel pool) and no client-side message size limits.
 std::shared_ptr<grpc::Channel> NewTestChannel(const std::string& address);
 
 }  // namespace tensorops::testing
 
-#endif  // TENSOROPS_TESTS_E2E_SERVER_PROCESS_H_
+#endif  // TENSOROPS_TESTS_HARNESS_SERVER_PROCESS_H_
