@@ -4,29 +4,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kernels/dtype.h"
 #include "kernels/float_formats.h"
+#include "wire/dtypes.h"
 
 namespace tensorops {
 inline namespace client_v1 {
 namespace {
 
-struct TypeEntry {
-  const char* name;
-  int64_t width;
-};
+// The one dtype table (wire/dtypes.h): DataType is numbered like DType.
+DType ToDType(DataType dtype) { return static_cast<DType>(static_cast<int>(dtype)); }
 
-// Indexed by the DataType value.
-constexpr TypeEntry kTypes[] = {
-    {"INVALID", 0},   {"FLOAT32", 4},     {"FLOAT64", 8},     {"FLOAT16", 2},     {"BFLOAT16", 2},
-    {"INT8", 1},      {"INT16", 2},       {"INT32", 4},       {"INT64", 8},       {"UINT8", 1},
-    {"UINT16", 2},    {"UINT32", 4},      {"UINT64", 8},      {"BOOL", 1},        {"STRING", 0},
-    {"COMPLEX64", 8}, {"COMPLEX128", 16}, {"FLOAT8_E4M3", 1}, {"FLOAT8_E5M2", 1},
-};
-
-bool IsValid(DataType dtype) {
-  const int v = static_cast<int>(dtype);
-  return v >= 1 && v <= 18;
-}
+bool IsValid(DataType dtype) { return IsValidDType(ToDType(dtype)); }
 
 // Product of dims, or -1 if a dim is negative or the product overflows.
 int64_t CountOrMinusOne(const std::vector<int64_t>& shape) {
@@ -47,13 +36,9 @@ std::shared_ptr<const std::string> OwnBytes(const void* data, int64_t bytes) {
 
 }  // namespace
 
-absl::string_view DataTypeName(DataType dtype) {
-  return IsValid(dtype) ? kTypes[static_cast<int>(dtype)].name : "INVALID";
-}
+absl::string_view DataTypeName(DataType dtype) { return DTypeName(ToDType(dtype)); }
 
-int64_t DataTypeWidth(DataType dtype) {
-  return IsValid(dtype) ? kTypes[static_cast<int>(dtype)].width : 0;
-}
+int64_t DataTypeWidth(DataType dtype) { return GetDTypeRow(ToDType(dtype)).sdk_width; }
 
 Tensor::Tensor() = default;
 

@@ -13,7 +13,8 @@
 #include "absl/status/status.h"
 #include "fuzz/fuzz_util.h"
 #include "inference/grpc_service.pb.h"
-#include "server/oip_codec.h"
+#include "server/grpc/oip_binding.h"
+#include "server/oip/oip_codec.h"
 #include "wire/limits.h"
 
 namespace {
@@ -32,15 +33,16 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   inference::ModelInferRequest request;
   if (!request.ParseFromArray(data, static_cast<int>(size))) return 0;
-  auto prepared = tensorops::PreparedInfer::Make(tensorops::fuzz::Registry(), request,
-                                                 tensorops::RequestLimits(), nullptr, "");
+  auto prepared = tensorops::PrepareModelInfer(tensorops::fuzz::Registry(), request,
+                                               tensorops::RequestLimits(), nullptr, "");
   if (!prepared.ok()) {
     if (prepared.status().message().size() > 4096) Fail("error message longer than 4 KiB");
     if (prepared.status().code() == absl::StatusCode::kInternal) Fail("INTERNAL for a request");
     return 0;
   }
   inference::ModelInferResponse response;
-  if (!(*prepared)->Run(&response).ok()) Fail("Run failed without shared memory");
+  if (!tensorops::RunModelInfer(**prepared, &response).ok())
+    Fail("Run failed without shared memory");
   const int want = request.outputs_size() > 0 ? request.outputs_size() : 1;
   if (response.outputs_size() != want) Fail("wrong number of outputs");
   if (response.raw_output_contents_size() != want) Fail("raw entries do not match outputs");

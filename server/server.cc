@@ -17,8 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "grpc/health/v1/health.pb.h"
-#include "server/logging.h"
-#include "server/server_sockets.h"
+#include "server/core/logging.h"
+#include "server/grpc/server_sockets.h"
 
 namespace tensorops {
 namespace {

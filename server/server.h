@@ -18,12 +18,12 @@
 #include "absl/time/time.h"
 #include "kernels/op_registry.h"
 #include "kernels/thread_pool.h"
-#include "server/admission.h"
-#include "server/call.h"
-#include "server/inference_service.h"
-#include "server/metrics.h"
-#include "server/service.h"
-#include "server/shm_registry.h"
+#include "server/core/admission.h"
+#include "server/core/call.h"
+#include "server/core/metrics.h"
+#include "server/grpc/inference_service.h"
+#include "server/grpc/service.h"
+#include "server/oip/shm_registry.h"
 #include "wire/limits.h"
 
 namespace tensorops {

@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "kernels/buffer_cache.h"
-#include "server/logging.h"
+#include "server/core/logging.h"
 #include "server/server.h"
 
 ABSL_FLAG(std::string, host, tensorops::ServerOptions().host,

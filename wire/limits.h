@@ -1,6 +1,6 @@
 // Per-request size limits, enforced while a request is decoded (before any
 // typed-field copy or output buffer is allocated). The defaults are those of
-// tensorops-server's flags (README "Limits").
+// tensorops-server's flags (docs/server.md "Limits").
 //
 // Thread-safety: a plain value type.
 #ifndef TENSOROPS_WIRE_LIMITS_H_

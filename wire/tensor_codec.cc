@@ -13,6 +13,7 @@
 #include "kernels/float_formats.h"
 #include "kernels/huge_pages.h"
 #include "kernels/shape.h"
+#include "wire/dtypes.h"
 
 // raw_data is packed little-endian and is used in place as the kernel buffer.
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -127,26 +128,6 @@ void CopyOut(const google::protobuf::RepeatedField<T>& field, int64_t n, char* d
   if (n > 0) std::memcpy(dst, field.data(), static_cast<size_t>(n) * sizeof(T));
 }
 
-// Narrows int32/uint32 wire values into a 1- or 2-byte integer type, rejecting
-// the first out-of-range value by index.
-template <typename Narrow, typename Wide>
-absl::Status NarrowIntegers(const google::protobuf::RepeatedField<Wide>& field, DType dtype,
-                            absl::string_view what, Field f, char* dst) {
-  constexpr int64_t kLo = std::numeric_limits<Narrow>::min();
-  constexpr int64_t kHi = std::numeric_limits<Narrow>::max();
-  Narrow* out = reinterpret_cast<Narrow*>(dst);
-  for (int i = 0; i < field.size(); ++i) {
-    const int64_t v = field.Get(i);
-    if (v < kLo || v > kHi) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ".", FieldName(f), "[", i, "] = ", v,
-                                                     " is out of range [", kLo, ", ", kHi, "] for ",
-                                                     DTypeName(dtype)));
-    }
-    out[i] = static_cast<Narrow>(v);
-  }
-  return absl::OkStatus();
-}
-
 template <typename Narrow>
 void NarrowFloats(const google::protobuf::RepeatedField<float>& field, Narrow (*conv)(float),
                   char* dst) {
@@ -183,9 +164,9 @@ absl::Status DecodeTyped(const v1::Tensor& p, DType dtype, int64_t n, absl::stri
       NarrowFloats<uint8_t>(p.float_data(), &FloatToFloat8E5M2, dst);
       return absl::OkStatus();
     case DType::kInt8:
-      return NarrowIntegers<int8_t>(p.int32_data(), dtype, what, Field::kInt32, dst);
+      return NarrowIntegers<int8_t>(p.int32_data(), dtype, what, FieldName(Field::kInt32), dst);
     case DType::kInt16:
-      return NarrowIntegers<int16_t>(p.int32_data(), dtype, what, Field::kInt32, dst);
+      return NarrowIntegers<int16_t>(p.int32_data(), dtype, what, FieldName(Field::kInt32), dst);
     case DType::kInt32:
       CopyOut(p.int32_data(), n, dst);
       return absl::OkStatus();
@@ -193,9 +174,9 @@ absl::Status DecodeTyped(const v1::Tensor& p, DType dtype, int64_t n, absl::stri
       CopyOut(p.int64_data(), n, dst);
       return absl::OkStatus();
     case DType::kUInt8:
-      return NarrowIntegers<uint8_t>(p.uint32_data(), dtype, what, Field::kUInt32, dst);
+      return NarrowIntegers<uint8_t>(p.uint32_data(), dtype, what, FieldName(Field::kUInt32), dst);
     case DType::kUInt16:
-      return NarrowIntegers<uint16_t>(p.uint32_data(), dtype, what, Field::kUInt32, dst);
+      return NarrowIntegers<uint16_t>(p.uint32_data(), dtype, what, FieldName(Field::kUInt32), dst);
     case DType::kUInt32:
       CopyOut(p.uint32_data(), n, dst);
       return absl::OkStatus();
@@ -486,92 +467,12 @@ int64_t FindInvalidBool(absl::string_view bytes) {
   return -1;
 }
 
-v1::DataType ToProtoDataType(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return v1::DATA_TYPE_FLOAT32;
-    case DType::kFloat64:
-      return v1::DATA_TYPE_FLOAT64;
-    case DType::kFloat16:
-      return v1::DATA_TYPE_FLOAT16;
-    case DType::kBFloat16:
-      return v1::DATA_TYPE_BFLOAT16;
-    case DType::kInt8:
-      return v1::DATA_TYPE_INT8;
-    case DType::kInt16:
-      return v1::DATA_TYPE_INT16;
-    case DType::kInt32:
-      return v1::DATA_TYPE_INT32;
-    case DType::kInt64:
-      return v1::DATA_TYPE_INT64;
-    case DType::kUInt8:
-      return v1::DATA_TYPE_UINT8;
-    case DType::kUInt16:
-      return v1::DATA_TYPE_UINT16;
-    case DType::kUInt32:
-      return v1::DATA_TYPE_UINT32;
-    case DType::kUInt64:
-      return v1::DATA_TYPE_UINT64;
-    case DType::kBool:
-      return v1::DATA_TYPE_BOOL;
-    case DType::kString:
-      return v1::DATA_TYPE_STRING;
-    case DType::kComplex64:
-      return v1::DATA_TYPE_COMPLEX64;
-    case DType::kComplex128:
-      return v1::DATA_TYPE_COMPLEX128;
-    case DType::kFloat8E4M3:
-      return v1::DATA_TYPE_FLOAT8_E4M3;
-    case DType::kFloat8E5M2:
-      return v1::DATA_TYPE_FLOAT8_E5M2;
-    case DType::kInvalid:
-      break;
-  }
-  return v1::DATA_TYPE_UNSPECIFIED;
-}
+v1::DataType ToProtoDataType(DType dtype) { return GetDTypeRow(dtype).proto; }
 
 DType FromProtoDataType(v1::DataType dtype) {
-  switch (dtype) {
-    case v1::DATA_TYPE_FLOAT32:
-      return DType::kFloat32;
-    case v1::DATA_TYPE_FLOAT64:
-      return DType::kFloat64;
-    case v1::DATA_TYPE_FLOAT16:
-      return DType::kFloat16;
-    case v1::DATA_TYPE_BFLOAT16:
-      return DType::kBFloat16;
-    case v1::DATA_TYPE_INT8:
-      return DType::kInt8;
-    case v1::DATA_TYPE_INT16:
-      return DType::kInt16;
-    case v1::DATA_TYPE_INT32:
-      return DType::kInt32;
-    case v1::DATA_TYPE_INT64:
-      return DType::kInt64;
-    case v1::DATA_TYPE_UINT8:
-      return DType::kUInt8;
-    case v1::DATA_TYPE_UINT16:
-      return DType::kUInt16;
-    case v1::DATA_TYPE_UINT32:
-      return DType::kUInt32;
-    case v1::DATA_TYPE_UINT64:
-      return DType::kUInt64;
-    case v1::DATA_TYPE_BOOL:
-      return DType::kBool;
-    case v1::DATA_TYPE_STRING:
-      return DType::kString;
-    case v1::DATA_TYPE_COMPLEX64:
-      return DType::kComplex64;
-    case v1::DATA_TYPE_COMPLEX128:
-      return DType::kComplex128;
-    case v1::DATA_TYPE_FLOAT8_E4M3:
-      return DType::kFloat8E4M3;
-    case v1::DATA_TYPE_FLOAT8_E5M2:
-      return DType::kFloat8E5M2;
-    default:  // DATA_TYPE_UNSPECIFIED and values beyond the enum (proto3 keeps them)
-      break;
-  }
-  return DType::kInvalid;
+  // Values beyond the enum (proto3 keeps them) and DATA_TYPE_UNSPECIFIED: kInvalid.
+  const DType d = static_cast<DType>(static_cast<int>(dtype));
+  return IsValidDType(d) ? d : DType::kInvalid;
 }
 
 }  // namespace tensorops

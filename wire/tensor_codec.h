@@ -10,9 +10,12 @@
 #ifndef TENSOROPS_WIRE_TENSOR_CODEC_H_
 #define TENSOROPS_WIRE_TENSOR_CODEC_H_
 
+#include <cstdint>
+#include <limits>
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "kernels/tensor.h"
 #include "tensorops/v1/tensorops.pb.h"
@@ -58,6 +61,28 @@ void* AllocateRawOutput(DType dtype, const Shape& shape, v1::Tensor* proto);
 // Index of the first byte of `bytes` (BOOL elements) that is neither 0 nor 1,
 // or -1 if all are valid. Execute and ExecuteStream both reject such bytes.
 int64_t FindInvalidBool(absl::string_view bytes);
+
+// Narrows int32/uint32 values of a typed field into a 1- or 2-byte integer
+// type at `dst`, rejecting the first out-of-range value by index:
+// "<what>.<field_name>[i] = v is out of range [lo, hi] for INT8". Shared by
+// the native codec and the Open Inference Protocol's typed contents.
+template <typename Narrow, typename Wide>
+absl::Status NarrowIntegers(const google::protobuf::RepeatedField<Wide>& field, DType dtype,
+                            absl::string_view what, absl::string_view field_name, char* dst) {
+  constexpr int64_t kLo = std::numeric_limits<Narrow>::min();
+  constexpr int64_t kHi = std::numeric_limits<Narrow>::max();
+  Narrow* out = reinterpret_cast<Narrow*>(dst);
+  for (int i = 0; i < field.size(); ++i) {
+    const int64_t v = field.Get(i);
+    if (v < kLo || v > kHi) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ".", field_name, "[", i, "] = ", v,
+                                                     " is out of range [", kLo, ", ", kHi, "] for ",
+                                                     DTypeName(dtype)));
+    }
+    out[i] = static_cast<Narrow>(v);
+  }
+  return absl::OkStatus();
+}
 
 // DType <-> wire enum. ToProtoDataType(kInvalid) is DATA_TYPE_UNSPECIFIED.
 v1::DataType ToProtoDataType(DType dtype);

@@ -15,7 +15,7 @@
 #include "client/cli/text_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/e2e/server_process.h"
+#include "tests/harness/server_process.h"
 
 namespace tensorops {
 namespace {
@@ -23,12 +23,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ::tensorops::testing::ReadFile;
 
 struct Result {
   int exit_code = -1;
@@ -248,12 +243,12 @@ TEST_F(CliTest, HelpHasExamples) {
   EXPECT_THAT(r.out, HasSubstr("tensorops run Roll"));
 }
 
-// Every ```sh block in docs/sdk.md and README.md whose commands start with "tensorops" is
-// run; when a ```text block follows, stdout must equal it (stderr, with a
-// non-zero exit status, when it starts "tensorops: error: ").
+// Every ```sh block in docs/sdk.md, docs/server.md and README.md whose commands start with
+// "tensorops" is run; when a ```text block follows, stdout must equal it (stderr, with a non-zero
+// exit status, when it starts "tensorops: error: ").
 TEST_F(CliTest, DocsExamplesRun) {
-  for (const auto& [doc, min_examples] :
-       std::vector<std::pair<std::string, int>>{{TENSOROPS_SDK_DOC, 5}, {TENSOROPS_README, 2}}) {
+  for (const auto& [doc, min_examples] : std::vector<std::pair<std::string, int>>{
+           {TENSOROPS_SDK_DOC, 5}, {TENSOROPS_SERVER_DOC, 1}, {TENSOROPS_README, 2}}) {
     SCOPED_TRACE(doc);
     const std::string md = ReadFile(doc);
     ASSERT_FALSE(md.empty());
@@ -264,7 +259,7 @@ TEST_F(CliTest, DocsExamplesRun) {
                     dir_ + "/data.npy",
                     Tensor(std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {4, 3}))
                     .ok());
-    // Past the CLI's 64 MiB stream threshold: the README's big-tensor example
+    // Past the CLI's 64 MiB stream threshold: docs/server.md's big-tensor example
     // goes through ExecuteStream.
     {
       std::vector<uint8_t> big(size_t{72} << 20);

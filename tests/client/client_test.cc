@@ -11,8 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/e2e/server_process.h"
-#include "tests/server/http_get.h"
+#include "tests/harness/http_get.h"
+#include "tests/harness/server_process.h"
 
 namespace tensorops {
 namespace {

@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tensorops/client.h"
-#include "tests/e2e/server_process.h"
+#include "tests/harness/server_process.h"
 
 namespace tensorops {
 namespace {

@@ -18,8 +18,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tensorops/client.h"
-#include "tests/e2e/server_process.h"
-#include "tests/server/http_get.h"
+#include "tests/harness/http_get.h"
+#include "tests/harness/server_process.h"
 
 namespace tensorops {
 namespace {
@@ -33,12 +33,7 @@ constexpr char kServer[] = TENSOROPS_SERVER_PATH;
 constexpr char kCli[] = TENSOROPS_CLI_PATH;
 constexpr char kToken[] = "s3cret-Token_0123456789";
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ::tensorops::testing::ReadFile;
 
 struct Result {
   int exit_code = -1;

@@ -32,9 +32,9 @@
 
 #include "gtest/gtest.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
-#include "tests/e2e/server_process.h"
+#include "tests/harness/http_get.h"
+#include "tests/harness/server_process.h"
 #include "tests/sanitizers.h"
-#include "tests/server/http_get.h"
 
 namespace tensorops {
 namespace {

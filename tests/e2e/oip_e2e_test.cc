@@ -30,8 +30,8 @@
 #include "gtest/gtest.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
-#include "tests/e2e/server_process.h"
-#include "tests/server/http_get.h"
+#include "tests/harness/http_get.h"
+#include "tests/harness/server_process.h"
 
 namespace tensorops {
 namespace {
@@ -44,12 +44,7 @@ using ::testing::HasSubstr;
 constexpr char kServer[] = TENSOROPS_SERVER_PATH;
 
 std::unique_ptr<testing::ServerProcess> StartServer(std::vector<std::string> args) {
-  args.push_back("--metrics_port=0");
-  auto server = std::make_unique<testing::ServerProcess>();
-  const absl::Status st = server->Start(kServer, args);
-  EXPECT_TRUE(st.ok()) << st;
-  if (!st.ok()) return nullptr;
-  return server;
+  return testing::StartTestServer(kServer, std::move(args));
 }
 
 std::shared_ptr<grpc::Channel> NewChannel(const std::string& address) {

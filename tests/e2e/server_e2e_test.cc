@@ -11,7 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
-#include "tests/e2e/server_process.h"
+#include "tests/harness/server_process.h"
 
 namespace tensorops {
 namespace {
@@ -156,6 +156,11 @@ TEST_F(ServerE2ETest, ListOpsDescribesEveryOp) {
   EXPECT_EQ(rs.attributes(0).default_value(), "0");
   EXPECT_EQ(rs.inputs(0).min_rank(), 2);
   EXPECT_EQ(rs.inputs(0).allowed_types_size(), 18);
+  // Output inference: every op's output is like its data input.
+  for (const auto& op : resp.ops()) {
+    ASSERT_EQ(op.outputs_size(), 1) << op.name();
+    EXPECT_EQ(op.outputs(0).like_input(), op.inputs(0).name()) << op.name();
+  }
 }
 
 TEST_F(ServerE2ETest, ErrorsKeepTheirCodeAndNameTheField) {

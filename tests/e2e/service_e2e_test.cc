@@ -30,9 +30,9 @@
 #include "grpc/health/v1/health.pb.h"
 #include "gtest/gtest.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
-#include "tests/e2e/server_process.h"
+#include "tests/harness/http_get.h"
+#include "tests/harness/server_process.h"
 #include "tests/sanitizers.h"
-#include "tests/server/http_get.h"
 
 namespace tensorops {
 namespace {
@@ -48,12 +48,8 @@ const char* const kOps[] = {"Reverse", "ReverseSequence", "Roll", "onnx.ReverseS
 // Server, channels, metrics.
 
 std::unique_ptr<testing::ServerProcess> StartServer(std::vector<std::string> args) {
-  args.push_back("--metrics_port=0");  // never the default 9464
-  auto server = std::make_unique<testing::ServerProcess>();
-  const absl::Status st = server->Start(kServer, args);
-  EXPECT_TRUE(st.ok()) << st;
-  if (!st.ok()) return nullptr;
-  EXPECT_GT(server->metrics_port(), 0);
+  auto server = testing::StartTestServer(kServer, std::move(args));
+  if (server != nullptr) EXPECT_GT(server->metrics_port(), 0);
   return server;
 }
 

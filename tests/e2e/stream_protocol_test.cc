@@ -1,5 +1,5 @@
 // ExecuteStream on the wire, against the real server: every rule of the
-// protocol (proto/tensorops/v1/tensorops.proto, README "Big tensors") with
+// protocol (proto/tensorops/v1/tensorops.proto, docs/server.md "Big tensors") with
 // hand-built message sequences, including broken ones the SDK never sends,
 // and what happens to memory when a stream breaks.
 #include <grpcpp/grpcpp.h>
@@ -15,9 +15,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
-#include "tests/e2e/server_process.h"
+#include "tests/harness/http_get.h"
+#include "tests/harness/server_process.h"
 #include "tests/sanitizers.h"
-#include "tests/server/http_get.h"
 
 namespace tensorops {
 namespace {

@@ -15,7 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/op_registry.h"
-#include "server/execution.h"
+#include "server/core/execution.h"
 #include "server/server.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
 #include "wire/tensor_codec.h"

@@ -1,0 +1,146 @@
+#include "server/core/admission.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace tensorops {
+
+absl::Status AdmissionController::CheckQueue(Limit* limit) const {
+  if (queued_ >= max_queue_) {
+    *limit = Limit::kQueue;
+    return absl::ResourceExhaustedError(absl::StrCat("server queue is full (", queued_,
+                                                     " requests waiting, --max_queue=", max_queue_,
+                                                     "); retry later"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AdmissionController::CheckBytes(int64_t bytes, Limit* limit) const {
+  // A request alone larger than the budget could never run: say so plainly.
+  if (bytes > max_inflight_bytes_) {
+    *limit = Limit::kInflightBytes;
+    return absl::ResourceExhaustedError(
+        absl::StrCat("request needs ", bytes,
+                     " bytes (request + response), more than the in-flight budget "
+                     "--max_inflight_bytes=",
+                     max_inflight_bytes_));
+  }
+  if (bytes_ + bytes > max_inflight_bytes_) {
+    *limit = Limit::kInflightBytes;
+    return absl::ResourceExhaustedError(
+        absl::StrCat("in-flight byte budget exhausted (", bytes_, " of --max_inflight_bytes=",
+                     max_inflight_bytes_, " in use, request needs ", bytes, "); retry later"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AdmissionController::CheckOpen() const {
+  if (closed_) return absl::UnavailableError("server is shutting down");
+  return absl::OkStatus();
+}
+
+void AdmissionController::Close() {
+  std::lock_guard<std::mutex> lock(mu_);
+  closed_ = true;
+}
+
+void AdmissionController::Notify() const {
+  if (observer_) observer_(inflight_, bytes_, queued_);
+}
+
+absl::StatusOr<AdmissionTicket> AdmissionController::Admit(int64_t bytes, Queue queue,
+                                                           Limit* limit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  *limit = Limit::kNone;
+  const bool take_slot = queue == Queue::kNow;
+  absl::Status s = CheckOpen();
+  if (s.ok() && take_slot) s = CheckQueue(limit);
+  if (s.ok()) s = CheckBytes(bytes, limit);
+  if (!s.ok()) return s;
+  if (take_slot) ++queued_;
+  ++inflight_;
+  bytes_ += bytes;
+  Notify();
+  return AdmissionTicket(this, bytes, take_slot);
+}
+
+absl::Status AdmissionController::EnterQueue(Limit* limit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  *limit = Limit::kNone;
+  absl::Status s = CheckQueue(limit);
+  if (!s.ok()) return s;
+  ++queued_;
+  Notify();
+  return absl::OkStatus();
+}
+
+void AdmissionController::LeaveQueue() {
+  std::lock_guard<std::mutex> lock(mu_);
+  --queued_;
+  Notify();
+}
+
+void AdmissionController::Release(int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  --inflight_;
+  bytes_ -= bytes;
+  Notify();
+  if (inflight_ == 0) idle_.notify_all();
+}
+
+int64_t AdmissionController::queued() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queued_;
+}
+
+int64_t AdmissionController::inflight_requests() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return inflight_;
+}
+
+int64_t AdmissionController::inflight_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bytes_;
+}
+
+bool AdmissionController::WaitIdle(absl::Time deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return idle_.wait_until(lock, absl::ToChronoTime(deadline), [this] { return inflight_ == 0; });
+}
+
+AdmissionTicket& AdmissionTicket::operator=(AdmissionTicket&& other) noexcept {
+  if (this != &other) {
+    Release();
+    controller_ = std::exchange(other.controller_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+    queued_ = std::exchange(other.queued_, false);
+  }
+  return *this;
+}
+
+absl::Status AdmissionTicket::EnterQueue(AdmissionController::Limit* limit) {
+  if (controller_ == nullptr) {
+    return absl::FailedPreconditionError("EnterQueue on an empty admission ticket");
+  }
+  if (queued_) return absl::OkStatus();
+  absl::Status s = controller_->EnterQueue(limit);
+  queued_ = s.ok();
+  return s;
+}
+
+void AdmissionTicket::LeaveQueue() {
+  if (controller_ == nullptr || !queued_) return;
+  controller_->LeaveQueue();
+  queued_ = false;
+}
+
+void AdmissionTicket::Release() {
+  if (controller_ == nullptr) return;
+  LeaveQueue();
+  controller_->Release(bytes_);
+  controller_ = nullptr;
+  bytes_ = 0;
+}
+
+}  // namespace tensorops

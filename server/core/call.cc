@@ -1,0 +1,232 @@
+#include "server/core/call.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/core/logging.h"
+#include "wire/status.h"
+
+namespace tensorops {
+namespace {
+
+// Equality whose time depends only on expected.size(), not on where `given`
+// differs from it.
+bool ConstantTimeEquals(absl::string_view given, absl::string_view expected) {
+  unsigned char diff = given.size() == expected.size() ? 0 : 1;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const unsigned char g = i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
+    diff |= static_cast<unsigned char>(g ^ static_cast<unsigned char>(expected[i]));
+  }
+  return diff == 0;
+}
+
+// The access log's names for a method's two byte counts (Metrics::RecordCall).
+struct ByteFieldNames {
+  const char* in;
+  const char* out;
+};
+ByteFieldNames AccessLogFields(CallMethod method) {
+  switch (method) {
+    case CallMethod::kExecute:
+      return {"request_bytes", "response_bytes"};
+    case CallMethod::kExecuteStream:
+      return {"received_bytes", "sent_bytes"};
+    case CallMethod::kModelInfer:
+    case CallMethod::kModelStreamInfer:
+      return {"request_bytes", "response_bytes"};
+  }
+  return {"bytes_in", "bytes_out"};
+}
+
+Metrics::Limit MetricsLimit(AdmissionController::Limit limit) {
+  return limit == AdmissionController::Limit::kQueue ? Metrics::Limit::kQueue
+                                                     : Metrics::Limit::kInflightBytes;
+}
+
+}  // namespace
+
+CallPipeline::CallPipeline(const OpRegistry* registry, ThreadPool* pool,
+                           AdmissionController* admission, Metrics* metrics, Options options)
+    : registry_(registry),
+      pool_(pool),
+      admission_(admission),
+      metrics_(metrics),
+      options_(std::move(options)),
+      expected_authorization_(options_.auth_token.empty()
+                                  ? std::string()
+                                  : absl::StrCat("Bearer ", options_.auth_token)) {}
+
+absl::Status CallPipeline::Gate(const grpc::CallbackServerContext& ctx) {
+  if (!expected_authorization_.empty()) {
+    const auto& metadata = ctx.client_metadata();
+    auto it = metadata.find("authorization");
+    if (it == metadata.end()) {
+      return absl::UnauthenticatedError("missing \"authorization: Bearer <token>\" metadata");
+    }
+    if (!ConstantTimeEquals(absl::string_view(it->second.data(), it->second.size()),
+                            expected_authorization_)) {
+      // Never echo what was sent or expected.
+      return absl::UnauthenticatedError("invalid bearer token");
+    }
+  }
+  if (draining_.load()) return absl::UnavailableError("server is shutting down");
+  return absl::OkStatus();
+}
+
+Call::Call(CallPipeline* pipeline, CallMethod method, grpc::CallbackServerContext* ctx,
+           FinishRpc finish_rpc)
+    : pipeline_(pipeline),
+      method_(method),
+      ctx_(ctx),
+      finish_rpc_(std::move(finish_rpc)),
+      start_(absl::Now()),
+      op_index_(pipeline->metrics_->unknown_op_index()) {}
+
+void Call::RunUnary(absl::string_view op, int64_t request_bytes, PrepareFn prepare,
+                    ReplyBytesFn reply_bytes) {
+  request_bytes_ = request_bytes;
+  reply_bytes_ = std::move(reply_bytes);
+  SetOp(op, pipeline_->registry_->Find(op));
+  absl::Status status = Open();
+  if (status.ok()) {
+    absl::StatusOr<std::unique_ptr<PreparedCall>> prepared = prepare();
+    if (prepared.ok()) {
+      prepared_ = *std::move(prepared);
+    } else {
+      status = prepared.status();
+    }
+  }
+  if (status.ok()) {
+    status = Admit(request_bytes_ + prepared_->output_bytes(), AdmissionController::Queue::kNow);
+  }
+  if (!status.ok()) {
+    EndUnary(status);
+    return;
+  }
+  Run(
+      prepared_->output_bytes(),
+      [this](ThreadPool* pool, int64_t min_parallel_bytes) {
+        return prepared_->Run(pool, min_parallel_bytes);
+      },
+      [this](absl::Status status) { EndUnary(status); });
+}
+
+void Call::EndUnary(const absl::Status& status) {
+  prepared_.reset();  // views of the request and region references: gone before the RPC ends
+  const int64_t bytes_out = status.ok() ? reply_bytes_() : 0;
+  Finish(status, request_bytes_, bytes_out);  // may delete this Call: nothing after it
+}
+
+absl::Status Call::Open() { return pipeline_->Gate(*ctx_); }
+
+void Call::SetOp(absl::string_view requested, const OpDef* def) {
+  op_text_ = std::string(requested.substr(0, 64));
+  // Aliases ("Roll-7") count under their op's canonical name.
+  op_index_ = def != nullptr ? pipeline_->metrics_->OpIndex(def->spec.name)
+                             : pipeline_->metrics_->unknown_op_index();
+}
+
+absl::Status Call::Admit(int64_t budget_bytes, AdmissionController::Queue queue) {
+  AdmissionController::Limit limit;
+  absl::StatusOr<AdmissionTicket> ticket =
+      pipeline_->admission_->Admit(budget_bytes, queue, &limit);
+  if (!ticket.ok()) {
+    // kNone: admission is closed (the drain), not a limit.
+    if (limit != AdmissionController::Limit::kNone) {
+      pipeline_->metrics_->RecordRejected(MetricsLimit(limit));
+    }
+    return ticket.status();
+  }
+  ticket_ = *std::move(ticket);
+  if (queue == AdmissionController::Queue::kNow) queued_at_ = absl::Now();
+  return absl::OkStatus();
+}
+
+absl::Status Call::EnterQueue() {
+  AdmissionController::Limit limit;
+  if (absl::Status s = ticket_.EnterQueue(&limit); !s.ok()) {
+    if (limit != AdmissionController::Limit::kNone) {
+      pipeline_->metrics_->RecordRejected(MetricsLimit(limit));
+    }
+    return s;
+  }
+  queued_at_ = absl::Now();
+  return absl::OkStatus();
+}
+
+void Call::Run(int64_t output_bytes, KernelFn kernel, AfterFn after) {
+  kernel_ = std::move(kernel);
+  after_ = std::move(after);
+  // Small outputs (--inline_max_bytes, kDefaultInlineMaxBytes) run on this
+  // gRPC thread: their kernel is shorter than the hand-off to the pool and a
+  // pool thread's wake-up (BENCHMARKS.md, fix 1).
+  if (output_bytes < pipeline_->options_.inline_max_bytes) {
+    RunNow();
+  } else {
+    pipeline_->pool_->Schedule([this] { RunNow(); });
+  }
+}
+
+absl::Status Call::CheckDrop() {
+  Metrics* metrics = pipeline_->metrics_;
+  if (pipeline_->aborting_.load()) {
+    metrics->RecordDropped(op_index_, Metrics::DropReason::kShutdown);
+    return absl::UnavailableError("server is shutting down; the request was not run");
+  }
+  // Checked before IsCancelled: gRPC also cancels a call whose deadline passed.
+  if (ctx_->deadline() < std::chrono::system_clock::now()) {
+    metrics->RecordDropped(op_index_, Metrics::DropReason::kDeadline);
+    return absl::DeadlineExceededError(
+        "deadline passed while the request was queued; it was not run");
+  }
+  if (ctx_->IsCancelled()) {
+    metrics->RecordDropped(op_index_, Metrics::DropReason::kCancelled);
+    return absl::CancelledError("request cancelled before it ran");
+  }
+  return absl::OkStatus();
+}
+
+void Call::RunNow() {
+  ticket_.LeaveQueue();
+  const absl::Time kernel_start = absl::Now();
+  absl::Status status = CheckDrop();
+  if (status.ok()) {
+    status = kernel_(pipeline_->pool_, pipeline_->options_.min_parallel_bytes);
+    pipeline_->metrics_->RecordKernel(op_index_, absl::ToDoubleSeconds(kernel_start - queued_at_),
+                                      absl::ToDoubleSeconds(absl::Now() - kernel_start));
+  }
+  kernel_ = nullptr;  // may hold views of the request: done with them
+  // `after` may finish the call, which may delete this Call: move it out first.
+  AfterFn after = std::move(after_);
+  after(std::move(status));
+}
+
+void Call::Finish(const absl::Status& status, int64_t bytes_in, int64_t bytes_out) {
+  if (finished_) return;
+  finished_ = true;
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start_);
+  const grpc::Status rpc_status = ToGrpcStatus(status);
+  pipeline_->metrics_->RecordCall(method_, op_index_, rpc_status.error_code(), seconds, bytes_in,
+                                  bytes_out);
+  if (!status.ok()) {
+    LogRequestError(rpc_status.error_code(), op_text_, rpc_status.error_message());
+  }
+  if (pipeline_->options_.access_log) {
+    const ByteFieldNames fields = AccessLogFields(method_);
+    Log(LogLevel::kInfo, absl::StrCat("access method=", CallMethodName(method_), " op=", op_text_,
+                                      " code=", StatusCodeName(rpc_status.error_code()), " ",
+                                      fields.in, "=", bytes_in, " ", fields.out, "=", bytes_out,
+                                      " us=", static_cast<int64_t>(seconds * 1e6)));
+  }
+  // The admission ticket is not given back here but when the Call is
+  // destroyed (the reactor's OnDone): until gRPC has handed the reply to the
+  // transport it still holds its bytes, and the drain's "nothing in flight"
+  // means every admitted reply has left.
+  // Last: once the RPC is finished gRPC may run OnDone and delete this Call.
+  FinishRpc finish_rpc = std::move(finish_rpc_);
+  finish_rpc(rpc_status);
+}
+
+}  // namespace tensorops

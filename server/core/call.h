@@ -1,0 +1,256 @@
+// One request pipeline for every front door.
+//
+// A front door (Execute, ExecuteStream, later others) only translates its
+// wire format into an op call (op name, inputs, attributes) and the result
+// back. Everything else a call goes through lives here, once:
+//
+//   Open()        the bearer token and the drain gate;
+//   SetOp()       the op the call names (metrics label, access log);
+//   Admit()       admission control: an AdmissionTicket (RAII) for the call's
+//                 bytes and, with Queue::kNow, a queue slot; refusals counted;
+//   EnterQueue()  the queue slot of a call admitted with Queue::kLater (a
+//                 streamed call whose upload just completed);
+//   Run()         run-or-drop: inline on the calling thread (small outputs,
+//                 --inline_max_bytes) or as one task on the kernel pool; the
+//                 task leaves the queue, drops the call (UNAVAILABLE on a
+//                 drain abort, DEADLINE_EXCEEDED, CANCELLED) or runs the
+//                 kernel, timing queue and kernel;
+//   Finish()      exactly once: request metrics, the error log, the access
+//                 log, then the RPC's own finish;
+//   ~Call()       from the reactor's OnDone: the ticket goes back once gRPC
+//                 has handed the reply to the transport (the drain waits for it).
+//
+// CallPipeline is the state every call shares (registry, pool, admission,
+// metrics, options, drain flags); one per service.
+//
+// A unary front door (Execute, ModelInfer, each ModelStreamInfer message)
+// writes none of these steps: it hands RunUnary a `prepare` function that
+// decodes and validates its request into a PreparedCall (output bytes, run
+// into the reply), and RunUnary runs Open -> prepare -> Admit -> Run -> Finish:
+//   Call call(pipeline, CallMethod::kExecute, ctx,
+//             [reactor](const grpc::Status& s) { reactor->Finish(s); });
+//   call.RunUnary(request.op(), request.ByteSizeLong(),
+//                 [&]() -> absl::StatusOr<std::unique_ptr<PreparedCall>> {
+//                   ASSIGN_OR_RETURN(auto exec, PreparedExecution::Make(...));
+//                   return IntoReply(std::move(exec), response);
+//                 },
+//                 [response] { return response->ByteSizeLong(); });
+// A streamed call (ExecuteStream) uses the steps one by one: it admits with
+// Queue::kLater, enters the queue when its upload completes, and sends after Run.
+//
+// Thread-safety: CallPipeline is safe from any thread. A Call belongs to one
+// RPC whose steps run one after another (gRPC serialises a reactor's
+// callbacks; Run hands the call to one pool task), so its methods are never
+// called concurrently and it takes no lock.
+#ifndef TENSOROPS_SERVER_CALL_H_
+#define TENSOROPS_SERVER_CALL_H_
+
+#include <grpcpp/server_context.h>
+#include <grpcpp/support/status.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "kernels/op_registry.h"
+#include "kernels/thread_pool.h"
+#include "server/core/admission.h"
+#include "server/core/metrics.h"
+#include "wire/limits.h"
+
+namespace tensorops {
+
+// Default of --inline_max_bytes: calls whose output is smaller run on the
+// gRPC thread that received them. Below ~1 MiB the kernel takes less time
+// than the hand-off to the pool and the wake-up of a pool thread, and a lone
+// small call pays that hand-off twice (there and, for Finish, back); with
+// 1-2 MiB the c=1 cells went from 0.56-0.98x of a bare gRPC echo to
+// 0.81-1.06x (BENCHMARKS.md, "service"). A call at or above it still runs
+// its kernel split across the pool.
+inline constexpr int64_t kDefaultInlineMaxBytes = int64_t{1} << 20;
+
+// What every call of one service shares.
+class CallPipeline {
+ public:
+  struct Options {
+    bool access_log = false;  // one log line per call
+    // Output size from which one call's kernel is split across the pool.
+    int64_t min_parallel_bytes = kDefaultMinParallelBytes;
+    // Outputs smaller than this run on the thread that calls Run (a gRPC
+    // thread) instead of the pool; 0 keeps every kernel on the pool.
+    int64_t inline_max_bytes = kDefaultInlineMaxBytes;
+    RequestLimits limits;  // per-request size limits (wire/limits.h)
+    // Non-empty: every call must carry "authorization: Bearer <auth_token>",
+    // else UNAUTHENTICATED.
+    std::string auth_token;
+  };
+
+  // None of the pointers is owned; all must outlive the pipeline and every call.
+  CallPipeline(const OpRegistry* registry, ThreadPool* pool, AdmissionController* admission,
+               Metrics* metrics, Options options);
+
+  const OpRegistry& registry() const { return *registry_; }
+  const RequestLimits& limits() const { return options_.limits; }
+  Metrics* metrics() const { return metrics_; }
+
+  // The bearer token (UNAUTHENTICATED), then the drain gate (UNAVAILABLE).
+  // For calls outside the Call lifecycle (ListOps) as for those inside it.
+  absl::Status Gate(const grpc::CallbackServerContext& ctx);
+
+  // Drain, step 1: new calls are refused with UNAVAILABLE from now on.
+  void StartDraining() { draining_.store(true); }
+  // Drain, step 2 (drain timeout passed): queued calls are dropped with
+  // UNAVAILABLE instead of running.
+  void AbortQueued() { aborting_.store(true); }
+  // True from StartDraining on (the Open Inference Protocol's ServerReady
+  // answers false then, as grpc.health.v1 answers NOT_SERVING).
+  bool draining() const { return draining_.load(); }
+
+ private:
+  friend class Call;
+
+  const OpRegistry* const registry_;
+  ThreadPool* const pool_;
+  AdmissionController* const admission_;
+  Metrics* const metrics_;
+  const Options options_;
+  // "Bearer <token>", built once (empty when no token is configured).
+  const std::string expected_authorization_;
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> aborting_{false};
+};
+
+// A call its front door has decoded and validated, ready to admit and run.
+// It holds views of the request (kept alive by the front door) and writes
+// the front door's reply. Destroyed before the call finishes.
+class PreparedCall {
+ public:
+  virtual ~PreparedCall() = default;
+  // Bytes of output the kernel writes (admission; inline or on the pool).
+  virtual int64_t output_bytes() const = 0;
+  // Runs the kernel, splitting it across `pool` from `min_parallel_bytes` of
+  // output, and writes the result into the reply.
+  virtual absl::Status Run(ThreadPool* pool, int64_t min_parallel_bytes) = 0;
+};
+
+// A PreparedCall of a prepared op whose Run(reply, pool, min_parallel_bytes)
+// writes `reply` (PreparedExecution, PreparedInfer). `reply` must outlive it.
+template <typename Prepared, typename Reply>
+std::unique_ptr<PreparedCall> IntoReply(std::unique_ptr<Prepared> prepared, Reply* reply) {
+  class Bound final : public PreparedCall {
+   public:
+    Bound(std::unique_ptr<Prepared> p, Reply* r) : prepared_(std::move(p)), reply_(r) {}
+    int64_t output_bytes() const override { return prepared_->output_bytes(); }
+    absl::Status Run(ThreadPool* pool, int64_t min_parallel_bytes) override {
+      if constexpr (std::is_void_v<decltype(prepared_->Run(reply_, pool, min_parallel_bytes))>) {
+        prepared_->Run(reply_, pool, min_parallel_bytes);
+        return absl::OkStatus();
+      } else {
+        return prepared_->Run(reply_, pool, min_parallel_bytes);
+      }
+    }
+
+   private:
+    std::unique_ptr<Prepared> prepared_;
+    Reply* reply_;
+  };
+  return std::make_unique<Bound>(std::move(prepared), reply);
+}
+
+// One RPC of a front door, from arrival to finish. See the file comment.
+class Call {
+ public:
+  // Finishes the RPC itself (reactor->Finish); called once, from Finish.
+  using FinishRpc = absl::AnyInvocable<void(const grpc::Status&)>;
+  // The kernel: runs the prepared op (splitting it across `pool` from
+  // `min_parallel_bytes` of output) and encodes or stores its result.
+  using KernelFn = absl::AnyInvocable<absl::Status(ThreadPool* pool, int64_t min_parallel_bytes)>;
+  // What happens after Run: `status` is the kernel's, or why the call was
+  // dropped. Usually ends in Finish (or, for a stream, starts sending).
+  using AfterFn = absl::AnyInvocable<void(absl::Status status)>;
+  // A unary front door's decode and validation (see RunUnary).
+  using PrepareFn = absl::FunctionRef<absl::StatusOr<std::unique_ptr<PreparedCall>>()>;
+  // The size of the reply once it is written (bytes_out of a successful call).
+  using ReplyBytesFn = absl::AnyInvocable<int64_t() const>;
+
+  // Stamps the arrival time. `pipeline` and `ctx` must outlive the call.
+  // Owned by the front door's reactor and destroyed in its OnDone.
+  Call(CallPipeline* pipeline, CallMethod method, grpc::CallbackServerContext* ctx,
+       FinishRpc finish_rpc);
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
+
+  // The unary sequence, once for every unary front door: SetOp(op, the op
+  // the registry finds), Open, `prepare` (on the calling thread), Admit of
+  // request_bytes + output bytes with Queue::kNow, Run of the prepared call,
+  // Finish(status, request_bytes, reply_bytes() if OK). Any step's error
+  // finishes the call with it. The prepared call is destroyed before Finish.
+  void RunUnary(absl::string_view op, int64_t request_bytes, PrepareFn prepare,
+                ReplyBytesFn reply_bytes);
+
+  // The steps one by one (ExecuteStream). The gate (CallPipeline::Gate). On
+  // error, Finish with it.
+  absl::Status Open();
+
+  // The op the call names, as sent (`requested`, cut to 64 bytes for logs)
+  // and as found (`def`, nullptr for an unknown op: metrics say "unknown").
+  void SetOp(absl::string_view requested, const OpDef* def);
+
+  // Admission of `budget_bytes` (all the call holds at its peak). On refusal
+  // counts it (tensorops_rejected_requests_total) and returns
+  // RESOURCE_EXHAUSTED, or UNAVAILABLE during a drain; Finish with it.
+  absl::Status Admit(int64_t budget_bytes, AdmissionController::Queue queue);
+  // The queue slot of a call admitted with Queue::kLater; refusal as Admit.
+  absl::Status EnterQueue();
+
+  // Run-or-drop of an admitted, queued call (see the file comment). `after`
+  // runs on the thread that ran (or dropped) the call.
+  void Run(int64_t output_bytes, KernelFn kernel, AfterFn after);
+
+  // Ends the call, exactly once (from any step, any thread): records
+  // metrics (bytes_in/bytes_out as CallMethod says: message sizes or
+  // tensor bytes), logs a failure (rate-limited) and the access line, then
+  // finishes the RPC. The admission ticket stays held until the Call is
+  // destroyed, which the owning reactor does in OnDone.
+  void Finish(const absl::Status& status, int64_t bytes_in, int64_t bytes_out);
+
+  grpc::CallbackServerContext* context() const { return ctx_; }
+
+ private:
+  // The run-or-drop step proper, on the thread that runs the call.
+  void RunNow();
+  // Why a queued call must not run (counted as dropped), or OK.
+  absl::Status CheckDrop();
+  // RunUnary's end: drops the prepared call, then Finish.
+  void EndUnary(const absl::Status& status);
+
+  CallPipeline* const pipeline_;
+  const CallMethod method_;
+  grpc::CallbackServerContext* const ctx_;
+  FinishRpc finish_rpc_;
+  const absl::Time start_;
+  int op_index_;
+  std::string op_text_ = "none";
+  AdmissionTicket ticket_;
+  absl::Time queued_at_;
+  KernelFn kernel_;
+  AfterFn after_;
+  // RunUnary's state.
+  std::unique_ptr<PreparedCall> prepared_;
+  int64_t request_bytes_ = 0;
+  ReplyBytesFn reply_bytes_;
+  bool finished_ = false;
+};
+
+}  // namespace tensorops
+
+#endif  // TENSOROPS_SERVER_CALL_H_

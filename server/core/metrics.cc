@@ -1,0 +1,451 @@
+#include "server/core/metrics.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <array>
+#include <exception>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace tensorops {
+namespace {
+
+// grpc::StatusCode runs 0..16 without gaps; the label is the code's name as
+// Prometheus users know it from gRPC (upper snake case).
+constexpr int kNumCodes = 17;
+constexpr std::array<const char*, kNumCodes> kCodeNames = {
+    "OK",                   // 0
+    "CANCELLED",            // 1
+    "UNKNOWN",              // 2
+    "INVALID_ARGUMENT",     // 3
+    "DEADLINE_EXCEEDED",    // 4
+    "NOT_FOUND",            // 5
+    "ALREADY_EXISTS",       // 6
+    "PERMISSION_DENIED",    // 7
+    "RESOURCE_EXHAUSTED",   // 8
+    "FAILED_PRECONDITION",  // 9
+    "ABORTED",              // 10
+    "OUT_OF_RANGE",         // 11
+    "UNIMPLEMENTED",        // 12
+    "INTERNAL",             // 13
+    "UNAVAILABLE",          // 14
+    "DATA_LOSS",            // 15
+    "UNAUTHENTICATED",      // 16
+};
+// The table above is indexed by the enum value: let the compiler check it.
+static_assert(grpc::StatusCode::OK == 0);
+static_assert(grpc::StatusCode::CANCELLED == 1);
+static_assert(grpc::StatusCode::UNKNOWN == 2);
+static_assert(grpc::StatusCode::INVALID_ARGUMENT == 3);
+static_assert(grpc::StatusCode::DEADLINE_EXCEEDED == 4);
+static_assert(grpc::StatusCode::NOT_FOUND == 5);
+static_assert(grpc::StatusCode::ALREADY_EXISTS == 6);
+static_assert(grpc::StatusCode::PERMISSION_DENIED == 7);
+static_assert(grpc::StatusCode::RESOURCE_EXHAUSTED == 8);
+static_assert(grpc::StatusCode::FAILED_PRECONDITION == 9);
+static_assert(grpc::StatusCode::ABORTED == 10);
+static_assert(grpc::StatusCode::OUT_OF_RANGE == 11);
+static_assert(grpc::StatusCode::UNIMPLEMENTED == 12);
+static_assert(grpc::StatusCode::INTERNAL == 13);
+static_assert(grpc::StatusCode::UNAVAILABLE == 14);
+static_assert(grpc::StatusCode::DATA_LOSS == 15);
+static_assert(grpc::StatusCode::UNAUTHENTICATED == 16);
+
+constexpr int kNumDropReasons = 3;
+constexpr std::array<const char*, kNumDropReasons> kDropReasonNames = {"deadline", "cancelled",
+                                                                       "shutdown"};
+static_assert(static_cast<int>(Metrics::DropReason::kDeadline) == 0);
+static_assert(static_cast<int>(Metrics::DropReason::kCancelled) == 1);
+static_assert(static_cast<int>(Metrics::DropReason::kShutdown) == 2);
+
+constexpr int kNumLimits = 2;
+constexpr std::array<const char*, kNumLimits> kLimitNames = {"queue", "inflight_bytes"};
+static_assert(static_cast<int>(Metrics::Limit::kQueue) == 0);
+static_assert(static_cast<int>(Metrics::Limit::kInflightBytes) == 1);
+
+constexpr char kUnknownOp[] = "unknown";
+constexpr char kNoOp[] = "none";
+constexpr char kListOps[] = "ListOps";
+
+// What RecordCall's two byte counts are for a front door.
+enum class BytesKind {
+  kMessageSizes,  // request/response message sizes: tensorops_{request,response}_size_bytes
+  kStreamBytes,   // tensor bytes received/sent: tensorops_stream_bytes_total
+};
+struct MethodRow {
+  CallMethod method;
+  const char* name;
+  BytesKind bytes;
+};
+constexpr std::array<MethodRow, kNumCallMethods> kMethods = {{
+    {CallMethod::kExecute, "Execute", BytesKind::kMessageSizes},
+    {CallMethod::kExecuteStream, "ExecuteStream", BytesKind::kStreamBytes},
+    {CallMethod::kModelInfer, "ModelInfer", BytesKind::kMessageSizes},
+    // One call per request message of the stream.
+    {CallMethod::kModelStreamInfer, "ModelStreamInfer", BytesKind::kMessageSizes},
+}};
+constexpr bool MethodsInOrder() {
+  for (int i = 0; i < kNumCallMethods; ++i) {
+    if (static_cast<int>(kMethods[i].method) != i) return false;
+  }
+  return true;
+}
+static_assert(MethodsInOrder(), "kMethods is indexed by CallMethod");
+
+int MethodIndex(CallMethod method) {
+  const int i = static_cast<int>(method);
+  return (i >= 0 && i < kNumCallMethods) ? i : 0;
+}
+
+// 5 us .. 10 s: a small memcpy-bound op takes microseconds, a big one or a
+// long queue wait takes seconds.
+prometheus::Histogram::BucketBoundaries DurationBuckets() {
+  return {5e-6, 1e-5,  2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3,
+          0.01, 0.025, 0.05,   0.1,  0.25, 0.5,    1,    2.5,  5,      10};
+}
+
+// 64 B .. 1 GiB in powers of 4.
+prometheus::Histogram::BucketBoundaries SizeBuckets() {
+  prometheus::Histogram::BucketBoundaries buckets;
+  for (int64_t b = 64; b <= (int64_t{1} << 30); b *= 4) buckets.push_back(static_cast<double>(b));
+  return buckets;
+}
+
+int CodeIndex(grpc::StatusCode code) {
+  const int i = static_cast<int>(code);
+  // Codes outside the enum cannot come from gRPC; count them as UNKNOWN
+  // rather than index out of bounds.
+  return (i >= 0 && i < kNumCodes) ? i : static_cast<int>(grpc::StatusCode::UNKNOWN);
+}
+
+}  // namespace
+
+struct Metrics::Impl {
+  // ops.size() known ops, then "unknown" at index ops.size().
+  std::vector<std::string> op_names;
+  int unknown_index = 0;
+
+  // [method][op_index][code], op_index over known ops + unknown.
+  std::array<std::vector<std::array<prometheus::Counter*, kNumCodes>>, kNumCallMethods> requests;
+  std::array<prometheus::Counter*, kNumCodes> list_ops_requests{};
+  // [method][op_index], known ops + unknown.
+  std::array<std::vector<prometheus::Histogram*>, kNumCallMethods> duration;
+  // [op_index]: tensor bytes streamed in and out.
+  std::vector<prometheus::Counter*> stream_received;
+  std::vector<prometheus::Counter*> stream_sent;
+  prometheus::Histogram* list_ops_duration = nullptr;
+  std::vector<prometheus::Histogram*> request_size;
+  std::vector<prometheus::Histogram*> response_size;
+  // [op_index], known ops only: unknown ops never reach the queue.
+  std::vector<prometheus::Histogram*> queue_duration;
+  std::vector<prometheus::Histogram*> kernel_duration;
+  std::vector<std::array<prometheus::Counter*, kNumDropReasons>> dropped;
+  std::array<prometheus::Counter*, kNumLimits> rejected{};
+  prometheus::Gauge* inflight_requests = nullptr;
+  prometheus::Gauge* inflight_bytes = nullptr;
+  prometheus::Gauge* queue_depth = nullptr;
+  prometheus::Gauge* pool_threads = nullptr;
+  prometheus::Gauge* shm_regions = nullptr;
+  // [op_index], known ops + unknown: [0] success, [1] fail.
+  std::vector<std::array<prometheus::Counter*, 2>> call_seconds;
+  std::vector<prometheus::Gauge*> last_call;
+
+  // Any index from OpIndex() is valid; clamp anything else to "unknown".
+  int AnyOp(int op_index) const {
+    return (op_index >= 0 && op_index <= unknown_index) ? op_index : unknown_index;
+  }
+  bool KnownOp(int op_index) const { return op_index >= 0 && op_index < unknown_index; }
+};
+
+Metrics::Metrics(const std::vector<std::string>& ops)
+    : registry_(std::make_shared<prometheus::Registry>()), impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.op_names = ops;
+  m.unknown_index = static_cast<int>(ops.size());
+  m.op_names.push_back(kUnknownOp);
+  const size_t num_any = m.op_names.size();
+
+  auto& requests = prometheus::BuildCounter()
+                       .Name("tensorops_requests_total")
+                       .Help(
+                           "Finished RPCs by method, op (\"unknown\" for an op name the "
+                           "server does not know, \"none\" for ListOps) and gRPC status code.")
+                       .Register(*registry_);
+  for (int method = 0; method < kNumCallMethods; ++method) {
+    m.requests[method].resize(num_any);
+    for (size_t op = 0; op < num_any; ++op) {
+      for (int code = 0; code < kNumCodes; ++code) {
+        m.requests[method][op][code] = &requests.Add({{"method", kMethods[method].name},
+                                                      {"op", m.op_names[op]},
+                                                      {"code", kCodeNames[code]}});
+      }
+    }
+  }
+  for (int code = 0; code < kNumCodes; ++code) {
+    m.list_ops_requests[code] =
+        &requests.Add({{"method", kListOps}, {"op", kNoOp}, {"code", kCodeNames[code]}});
+  }
+
+  auto& request_duration =
+      prometheus::BuildHistogram()
+          .Name("tensorops_request_duration_seconds")
+          .Help(
+              "Whole-RPC latency in seconds, from the handler receiving the request to "
+              "the response being handed to gRPC (decode, queue, kernel, encode).")
+          .Register(*registry_);
+  for (int method = 0; method < kNumCallMethods; ++method) {
+    for (size_t op = 0; op < num_any; ++op) {
+      m.duration[method].push_back(&request_duration.Add(
+          {{"method", kMethods[method].name}, {"op", m.op_names[op]}}, DurationBuckets()));
+    }
+  }
+  m.list_ops_duration =
+      &request_duration.Add({{"method", kListOps}, {"op", kNoOp}}, DurationBuckets());
+
+  auto& stream_bytes = prometheus::BuildCounter()
+                           .Name("tensorops_stream_bytes_total")
+                           .Help(
+                               "Tensor bytes of ExecuteStream calls, by op and direction "
+                               "(received: input chunks; sent: output chunks).")
+                           .Register(*registry_);
+  for (size_t op = 0; op < num_any; ++op) {
+    m.stream_received.push_back(
+        &stream_bytes.Add({{"op", m.op_names[op]}, {"direction", "received"}}));
+    m.stream_sent.push_back(&stream_bytes.Add({{"op", m.op_names[op]}, {"direction", "sent"}}));
+  }
+
+  auto& queue_duration = prometheus::BuildHistogram()
+                             .Name("tensorops_queue_duration_seconds")
+                             .Help(
+                                 "Seconds a call held a queue slot: from entering the queue "
+                                 "(Execute: when admitted; ExecuteStream: when its upload "
+                                 "completed) until a kernel-pool thread took it.")
+                             .Register(*registry_);
+  auto& kernel_duration = prometheus::BuildHistogram()
+                              .Name("tensorops_kernel_duration_seconds")
+                              .Help(
+                                  "Seconds the kernel of a call ran (all pool threads "
+                                  "together, wall clock).")
+                              .Register(*registry_);
+  for (int op = 0; op < m.unknown_index; ++op) {
+    m.queue_duration.push_back(&queue_duration.Add({{"op", m.op_names[op]}}, DurationBuckets()));
+    m.kernel_duration.push_back(&kernel_duration.Add({{"op", m.op_names[op]}}, DurationBuckets()));
+  }
+
+  auto& request_size = prometheus::BuildHistogram()
+                           .Name("tensorops_request_size_bytes")
+                           .Help("Size in bytes of each Execute and ModelInfer request message.")
+                           .Register(*registry_);
+  auto& response_size = prometheus::BuildHistogram()
+                            .Name("tensorops_response_size_bytes")
+                            .Help(
+                                "Size in bytes of each Execute and ModelInfer response message "
+                                "(0 when the RPC failed).")
+                            .Register(*registry_);
+  for (size_t op = 0; op < num_any; ++op) {
+    m.request_size.push_back(&request_size.Add({{"op", m.op_names[op]}}, SizeBuckets()));
+    m.response_size.push_back(&response_size.Add({{"op", m.op_names[op]}}, SizeBuckets()));
+  }
+
+  auto& dropped =
+      prometheus::BuildCounter()
+          .Name("tensorops_dropped_requests_total")
+          .Help(
+              "Execute and ExecuteStream calls admitted to the queue but dropped before their "
+              "kernel ran, by op and reason (deadline passed, client "
+              "cancelled, server shutting down).")
+          .Register(*registry_);
+  m.dropped.resize(m.unknown_index);
+  for (int op = 0; op < m.unknown_index; ++op) {
+    for (int r = 0; r < kNumDropReasons; ++r) {
+      m.dropped[op][r] = &dropped.Add({{"op", m.op_names[op]}, {"reason", kDropReasonNames[r]}});
+    }
+  }
+
+  auto& rejected = prometheus::BuildCounter()
+                       .Name("tensorops_rejected_requests_total")
+                       .Help(
+                           "Execute and ExecuteStream calls refused by admission control with "
+                           "RESOURCE_EXHAUSTED, by the limit that was hit (queue length "
+                           "or in-flight bytes).")
+                       .Register(*registry_);
+  for (int l = 0; l < kNumLimits; ++l) {
+    m.rejected[l] = &rejected.Add({{"limit", kLimitNames[l]}});
+  }
+
+  m.inflight_requests = &prometheus::BuildGauge()
+                             .Name("tensorops_inflight_requests")
+                             .Help(
+                                 "Execute and ExecuteStream calls admitted and not yet finished "
+                                 "(queued or running).")
+                             .Register(*registry_)
+                             .Add({});
+  m.inflight_bytes = &prometheus::BuildGauge()
+                          .Name("tensorops_inflight_bytes")
+                          .Help(
+                              "Bytes of tensor data held by admitted, unfinished Execute "
+                              "requests (the quantity the in-flight bytes limit bounds).")
+                          .Register(*registry_)
+                          .Add({});
+  m.queue_depth =
+      &prometheus::BuildGauge()
+           .Name("tensorops_queue_depth")
+           .Help("Execute and ExecuteStream calls waiting in the queue for a kernel-pool thread.")
+           .Register(*registry_)
+           .Add({});
+  m.pool_threads = &prometheus::BuildGauge()
+                        .Name("tensorops_pool_threads")
+                        .Help("Threads in the kernel thread pool.")
+                        .Register(*registry_)
+                        .Add({});
+  m.shm_regions = &prometheus::BuildGauge()
+                       .Name("tensorops_shared_memory_regions")
+                       .Help(
+                           "System shared-memory regions registered through the Open "
+                           "Inference Protocol (--shared_memory=system).")
+                       .Register(*registry_)
+                       .Add({});
+  auto& call_seconds = prometheus::BuildCounter()
+                           .Name("tensorops_call_seconds_total")
+                           .Help(
+                               "Cumulative whole-call seconds of finished calls of every front "
+                               "door, by op and result (success: OK; fail: any other code). "
+                               "ModelStatistics reports these.")
+                           .Register(*registry_);
+  auto& last_call = prometheus::BuildGauge()
+                        .Name("tensorops_last_call_timestamp_seconds")
+                        .Help("Unix time at which the last call of each op finished.")
+                        .Register(*registry_);
+  for (size_t op = 0; op < num_any; ++op) {
+    m.call_seconds.push_back({&call_seconds.Add({{"op", m.op_names[op]}, {"result", "success"}}),
+                              &call_seconds.Add({{"op", m.op_names[op]}, {"result", "fail"}})});
+    m.last_call.push_back(&last_call.Add({{"op", m.op_names[op]}}));
+  }
+}
+
+Metrics::~Metrics() = default;
+
+absl::StatusOr<int> Metrics::StartHttp(const std::string& host, int port) {
+  const std::string address = absl::StrCat(host, ":", port);
+  if (exposer_ != nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("metrics HTTP server already started; cannot also serve on ", address));
+  }
+  std::unique_ptr<prometheus::Exposer> exposer;
+  try {
+    exposer = std::make_unique<prometheus::Exposer>(address);
+  } catch (const std::exception& e) {
+    // civetweb reports bind failures (address in use, bad host) by throwing.
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve metrics on ", address, ": ", e.what()));
+  }
+  const std::vector<int> ports = exposer->GetListeningPorts();
+  if (ports.empty()) {
+    return absl::UnavailableError(
+        absl::StrCat("metrics HTTP server on ", address, " reports no listening port"));
+  }
+  exposer->RegisterCollectable(registry_);
+  exposer_ = std::move(exposer);
+  return ports.front();
+}
+
+int Metrics::OpIndex(absl::string_view op) const {
+  for (int i = 0; i < impl_->unknown_index; ++i) {
+    if (impl_->op_names[i] == op) return i;
+  }
+  return impl_->unknown_index;
+}
+
+int Metrics::unknown_op_index() const { return impl_->unknown_index; }
+
+const char* CallMethodName(CallMethod method) { return kMethods[MethodIndex(method)].name; }
+
+void Metrics::RecordCall(CallMethod method, int op_index, grpc::StatusCode code, double seconds,
+                         int64_t bytes_in, int64_t bytes_out) {
+  const int m = MethodIndex(method);
+  const int op = impl_->AnyOp(op_index);
+  impl_->requests[m][op][CodeIndex(code)]->Increment();
+  impl_->duration[m][op]->Observe(seconds);
+  impl_->call_seconds[op][code == grpc::StatusCode::OK ? 0 : 1]->Increment(seconds);
+  impl_->last_call[op]->SetToCurrentTime();
+  switch (kMethods[m].bytes) {
+    case BytesKind::kMessageSizes:
+      impl_->request_size[op]->Observe(static_cast<double>(bytes_in));
+      impl_->response_size[op]->Observe(static_cast<double>(bytes_out));
+      break;
+    case BytesKind::kStreamBytes:
+      impl_->stream_received[op]->Increment(static_cast<double>(bytes_in));
+      impl_->stream_sent[op]->Increment(static_cast<double>(bytes_out));
+      break;
+  }
+}
+
+void Metrics::RecordListOps(grpc::StatusCode code, double seconds) {
+  impl_->list_ops_requests[CodeIndex(code)]->Increment();
+  impl_->list_ops_duration->Observe(seconds);
+}
+
+void Metrics::RecordKernel(int op_index, double queue_seconds, double kernel_seconds) {
+  // Unknown ops never reach a kernel and have no child here.
+  if (!impl_->KnownOp(op_index)) return;
+  impl_->queue_duration[op_index]->Observe(queue_seconds);
+  impl_->kernel_duration[op_index]->Observe(kernel_seconds);
+}
+
+void Metrics::RecordDropped(int op_index, DropReason reason) {
+  // Unknown ops are refused before admission, so they cannot be dropped.
+  if (!impl_->KnownOp(op_index)) return;
+  const int r = static_cast<int>(reason);
+  if (r < 0 || r >= kNumDropReasons) return;
+  impl_->dropped[op_index][r]->Increment();
+}
+
+void Metrics::RecordRejected(Limit limit) {
+  const int l = static_cast<int>(limit);
+  if (l < 0 || l >= kNumLimits) return;
+  impl_->rejected[l]->Increment();
+}
+
+void Metrics::SetAdmission(int64_t inflight_requests, int64_t inflight_bytes, int64_t queued) {
+  impl_->inflight_requests->Set(static_cast<double>(inflight_requests));
+  impl_->inflight_bytes->Set(static_cast<double>(inflight_bytes));
+  impl_->queue_depth->Set(static_cast<double>(queued));
+}
+
+void Metrics::SetPoolThreads(int64_t threads) {
+  impl_->pool_threads->Set(static_cast<double>(threads));
+}
+
+void Metrics::SetSharedMemoryRegions(int64_t regions) {
+  impl_->shm_regions->Set(static_cast<double>(regions));
+}
+
+Metrics::OpTotals Metrics::ReadOpTotals(int op_index) const {
+  OpTotals t;
+  if (!impl_->KnownOp(op_index)) return t;
+  for (int m = 0; m < kNumCallMethods; ++m) {
+    for (int code = 0; code < kNumCodes; ++code) {
+      const auto n = static_cast<uint64_t>(impl_->requests[m][op_index][code]->Value());
+      (code == 0 ? t.success_count : t.fail_count) += n;
+    }
+  }
+  t.success_seconds = impl_->call_seconds[op_index][0]->Value();
+  t.fail_seconds = impl_->call_seconds[op_index][1]->Value();
+  const prometheus::ClientMetric queue = impl_->queue_duration[op_index]->Collect();
+  t.queue_count = queue.histogram.sample_count;
+  t.queue_seconds = queue.histogram.sample_sum;
+  const prometheus::ClientMetric kernel = impl_->kernel_duration[op_index]->Collect();
+  t.kernel_count = kernel.histogram.sample_count;
+  t.kernel_seconds = kernel.histogram.sample_sum;
+  t.last_call_unix_seconds = impl_->last_call[op_index]->Value();
+  return t;
+}
+
+}  // namespace tensorops

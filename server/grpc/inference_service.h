@@ -1,0 +1,95 @@
+// The Open Inference Protocol (KServe v2) front door: inference.GRPCInferenceService
+// on the same port as tensorops.v1.TensorOps, for Triton/KServe clients.
+//
+// A thin front door like Execute's: ModelInfer decodes a ModelInferRequest
+// into a PreparedInfer (server/grpc/oip_binding.h -> server/oip/oip_codec.h) and runs it through
+// the call lifecycle every front door shares (server/core/call.h: bearer token, drain gate,
+// admission, run-or-drop on the kernel pool, deadlines, metrics with
+// method="ModelInfer", access log). ModelStreamInfer runs each request
+// message of a stream as one such call, one after another, and answers in
+// order; a request that fails gets a response with error_message and the
+// stream goes on (a missing token, the drain or the stream's own deadline end
+// the stream with that status instead).
+//
+// ServerLive and ServerReady are open like grpc.health.v1 (no token) and
+// agree with it: ready turns false when the drain starts, after which the
+// server stops and calls get UNAVAILABLE. Every other RPC needs the token and
+// is refused with UNAVAILABLE while draining. The shared-memory RPCs work on
+// the caller's own regions (owner: its bearer token) and answer UNAVAILABLE
+// unless --shared_memory=system.
+//
+// Thread-safety: safe for concurrent RPCs.
+#ifndef TENSOROPS_SERVER_INFERENCE_SERVICE_H_
+#define TENSOROPS_SERVER_INFERENCE_SERVICE_H_
+
+#include <string>
+
+#include "inference/grpc_service.grpc.pb.h"
+#include "server/core/call.h"
+#include "server/grpc/arena_allocator.h"
+#include "server/oip/shm_registry.h"
+
+namespace tensorops {
+
+class InferenceService final : public inference::GRPCInferenceService::CallbackService {
+ public:
+  // Neither pointer is owned; both must outlive the service. With
+  // `tokens_required` (--auth_token_file), a shared-memory region belongs to
+  // the bearer token that registered it.
+  InferenceService(CallPipeline* pipeline, ShmRegistry* shm, bool tokens_required)
+      : pipeline_(pipeline), shm_(shm), tokens_required_(tokens_required) {
+    SetMessageAllocatorFor_ModelInfer(&infer_allocator_);
+  }
+
+  grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* ctx,
+                                       const inference::ServerLiveRequest* request,
+                                       inference::ServerLiveResponse* response) override;
+  grpc::ServerUnaryReactor* ServerReady(grpc::CallbackServerContext* ctx,
+                                        const inference::ServerReadyRequest* request,
+                                        inference::ServerReadyResponse* response) override;
+  grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* ctx,
+                                       const inference::ModelReadyRequest* request,
+                                       inference::ModelReadyResponse* response) override;
+  grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* ctx,
+                                           const inference::ServerMetadataRequest* request,
+                                           inference::ServerMetadataResponse* response) override;
+  grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* ctx,
+                                          const inference::ModelMetadataRequest* request,
+                                          inference::ModelMetadataResponse* response) override;
+  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx,
+                                       const inference::ModelInferRequest* request,
+                                       inference::ModelInferResponse* response) override;
+  grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
+  ModelStreamInfer(grpc::CallbackServerContext* ctx) override;
+  grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* ctx,
+                                            const inference::ModelStatisticsRequest* request,
+                                            inference::ModelStatisticsResponse* response) override;
+  grpc::ServerUnaryReactor* RepositoryIndex(grpc::CallbackServerContext* ctx,
+                                            const inference::RepositoryIndexRequest* request,
+                                            inference::RepositoryIndexResponse* response) override;
+  grpc::ServerUnaryReactor* SystemSharedMemoryStatus(
+      grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryStatusRequest* request,
+      inference::SystemSharedMemoryStatusResponse* response) override;
+  grpc::ServerUnaryReactor* SystemSharedMemoryRegister(
+      grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryRegisterRequest* request,
+      inference::SystemSharedMemoryRegisterResponse* response) override;
+  grpc::ServerUnaryReactor* SystemSharedMemoryUnregister(
+      grpc::CallbackServerContext* ctx,
+      const inference::SystemSharedMemoryUnregisterRequest* request,
+      inference::SystemSharedMemoryUnregisterResponse* response) override;
+
+ private:
+  // The caller's identity for shared-memory regions: the bearer token it
+  // sent (already checked by the gate), or "" when the server needs none.
+  std::string ShmOwner(const grpc::CallbackServerContext& ctx) const;
+
+  CallPipeline* const pipeline_;
+  ShmRegistry* const shm_;
+  const bool tokens_required_;
+  ArenaMessageAllocator<inference::ModelInferRequest, inference::ModelInferResponse>
+      infer_allocator_;
+};
+
+}  // namespace tensorops
+
+#endif  // TENSOROPS_SERVER_INFERENCE_SERVICE_H_

@@ -1,0 +1,54 @@
+// tensorops.v1.TensorOps over gRPC's callback API: the front doors of the
+// tensorops.v1 protocol. Each one only translates its messages into an op
+// call and the result back; the lifecycle every call shares (gate,
+// admission, run-or-drop on the kernel pool, metrics, logs, finish) is
+// server/core/call.h.
+//
+//   Execute        one request message -> PreparedExecution (server/execution.h)
+//                  -> one response message;
+//   ExecuteStream  chunked upload -> StreamedExecution (server/stream_execution.h)
+//                  -> chunked download (server/stream_reactor.h, chunks in
+//                  place by wire/stream_chunk.h);
+//   ListOps        the registry's specs (gate only: it runs no kernel).
+//
+// Thread-safety: safe for concurrent RPCs.
+#ifndef TENSOROPS_SERVER_SERVICE_H_
+#define TENSOROPS_SERVER_SERVICE_H_
+
+#include "server/core/call.h"
+#include "server/grpc/arena_allocator.h"
+#include "tensorops/v1/tensorops.grpc.pb.h"
+
+namespace tensorops {
+
+// ExecuteStream is registered raw (grpc::ByteBuffer messages) so its chunks
+// move without protobuf copies; its wire format is still the .proto's, and
+// reflection describes it as usual.
+using TensorOpsServiceBase =
+    v1::TensorOps::WithCallbackMethod_Execute<v1::TensorOps::WithCallbackMethod_ListOps<
+        v1::TensorOps::WithRawCallbackMethod_ExecuteStream<v1::TensorOps::Service>>>;
+
+class TensorOpsService final : public TensorOpsServiceBase {
+ public:
+  // `pipeline` is not owned and must outlive the service.
+  explicit TensorOpsService(CallPipeline* pipeline) : pipeline_(pipeline) {
+    SetMessageAllocatorFor_Execute(&execute_allocator_);
+  }
+
+  grpc::ServerUnaryReactor* Execute(grpc::CallbackServerContext* ctx,
+                                    const v1::ExecuteRequest* request,
+                                    v1::ExecuteResponse* response) override;
+  grpc::ServerUnaryReactor* ListOps(grpc::CallbackServerContext* ctx,
+                                    const v1::ListOpsRequest* request,
+                                    v1::ListOpsResponse* response) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ExecuteStream(
+      grpc::CallbackServerContext* ctx) override;
+
+ private:
+  CallPipeline* const pipeline_;
+  ArenaMessageAllocator<v1::ExecuteRequest, v1::ExecuteResponse> execute_allocator_;
+};
+
+}  // namespace tensorops
+
+#endif  // TENSOROPS_SERVER_SERVICE_H_

@@ -1,0 +1,25 @@
+// ExecuteStream's front door: the RPC half of a streamed call
+// (server/core/stream_execution.h holds the op call, server/core/call.h the lifecycle).
+//
+// The method is served raw (grpc::ByteBuffer messages; TensorOpsService
+// registers it so): the reactor reads and writes chunks in place.
+//
+// Thread-safety: one reactor per call; gRPC serialises its callbacks.
+#ifndef TENSOROPS_SERVER_STREAM_REACTOR_H_
+#define TENSOROPS_SERVER_STREAM_REACTOR_H_
+
+#include <grpcpp/support/byte_buffer.h>
+
+#include "server/core/call.h"
+#include "tensorops/v1/tensorops.grpc.pb.h"
+
+namespace tensorops {
+
+// A new reactor for one ExecuteStream call; it deletes itself in OnDone.
+// `pipeline` must outlive it.
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* NewExecuteStreamReactor(
+    CallPipeline* pipeline, grpc::CallbackServerContext* ctx);
+
+}  // namespace tensorops
+
+#endif  // TENSOROPS_SERVER_STREAM_REACTOR_H_

@@ -1,0 +1,237 @@
+// The call lifecycle (server/core/call.h), in-process: no RPC, a plain
+// CallbackServerContext (no deadline, never cancelled) and a finish hook that
+// records what the RPC would have been finished with.
+#include "server/core/call.h"
+
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "tests/harness/http_get.h"
+
+namespace tensorops {
+namespace {
+
+using Queue = AdmissionController::Queue;
+
+class CallTest : public ::testing::Test {
+ protected:
+  void SetUpPipeline(int64_t max_queue, CallPipeline::Options options = {}) {
+    RegisterBuiltinOps(&registry_);
+    std::vector<std::string> names;
+    for (const auto& def : registry_.ops()) names.push_back(def->spec.name);
+    metrics_ = std::make_unique<Metrics>(names);
+    Metrics* metrics = metrics_.get();
+    admission_ = std::make_unique<AdmissionController>(
+        max_queue, 1 << 20,
+        [metrics](int64_t i, int64_t b, int64_t q) { metrics->SetAdmission(i, b, q); });
+    pool_ = std::make_unique<ThreadPool>(2);
+    pipeline_ =
+        std::make_unique<CallPipeline>(&registry_, pool_.get(), admission_.get(), metrics, options);
+  }
+
+  // A Call whose RPC finish sets `finished_` and notifies `done_`.
+  std::unique_ptr<Call> NewCall(CallMethod method = CallMethod::kExecute) {
+    return std::make_unique<Call>(pipeline_.get(), method, &ctx_,
+                                  [this](const grpc::Status& status) {
+                                    ++finishes_;
+                                    finished_ = status;
+                                    done_.Notify();
+                                  });
+  }
+
+  double Sample(const std::string& name, const std::map<std::string, std::string>& labels) {
+    const std::string body =
+        prometheus::TextSerializer().Serialize(metrics_->registry()->Collect());
+    absl::StatusOr<double> v = testing::FindSample(body, name, labels);
+    return v.ok() ? *v : -1;
+  }
+
+  OpRegistry registry_;
+  std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<AdmissionController> admission_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<CallPipeline> pipeline_;
+  grpc::CallbackServerContext ctx_;
+  absl::Notification done_;
+  std::atomic<int> finishes_{0};
+  grpc::Status finished_;
+};
+
+TEST_F(CallTest, RunsOnThePoolThenFinishesOnceAndGivesBackTheBudget) {
+  CallPipeline::Options pool_only;
+  pool_only.inline_max_bytes = 0;  // small calls run inline by default
+  SetUpPipeline(4, pool_only);
+  std::unique_ptr<Call> call = NewCall();
+  ASSERT_TRUE(call->Open().ok());
+  call->SetOp("Roll-7", registry_.Find("Roll-7"));
+  ASSERT_TRUE(call->Admit(1000, Queue::kNow).ok());
+  EXPECT_EQ(admission_->inflight_bytes(), 1000);
+  EXPECT_EQ(Sample("tensorops_inflight_bytes", {}), 1000);
+  std::thread::id kernel_thread;
+  call->Run(
+      100,
+      [&](ThreadPool* pool, int64_t min_parallel_bytes) {
+        EXPECT_EQ(pool, pool_.get());
+        EXPECT_EQ(min_parallel_bytes, int64_t{1} << 20);
+        kernel_thread = std::this_thread::get_id();
+        return absl::OkStatus();
+      },
+      [&](absl::Status status) {
+        EXPECT_TRUE(status.ok()) << status;
+        call->Finish(status, 10, 20);
+      });
+  ASSERT_TRUE(done_.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_NE(kernel_thread, std::this_thread::get_id());
+  EXPECT_TRUE(finished_.ok());
+  call->Finish(absl::InternalError("again"), 0, 0);  // ignored: a call ends once
+  EXPECT_EQ(finishes_.load(), 1);
+  // The ticket is held until the reply has left (the reactor's OnDone
+  // destroys the Call), not just until Finish.
+  EXPECT_EQ(admission_->queued(), 0);
+  EXPECT_EQ(admission_->inflight_requests(), 1);
+  EXPECT_EQ(Sample("tensorops_inflight_bytes", {}), 1000);
+  call.reset();
+  EXPECT_EQ(admission_->inflight_requests(), 0);
+  EXPECT_EQ(Sample("tensorops_inflight_bytes", {}), 0);
+  // The alias counts under the canonical name.
+  EXPECT_EQ(
+      Sample("tensorops_requests_total", {{"method", "Execute"}, {"op", "Roll"}, {"code", "OK"}}),
+      1);
+  EXPECT_EQ(Sample("tensorops_queue_duration_seconds_count", {{"op", "Roll"}}), 1);
+  EXPECT_EQ(Sample("tensorops_kernel_duration_seconds_count", {{"op", "Roll"}}), 1);
+  EXPECT_EQ(Sample("tensorops_request_size_bytes_sum", {{"op", "Roll"}}), 10);
+  EXPECT_EQ(Sample("tensorops_response_size_bytes_sum", {{"op", "Roll"}}), 20);
+}
+
+TEST_F(CallTest, SmallOutputsRunInlineWhenAllowed) {
+  CallPipeline::Options options;
+  options.inline_max_bytes = 4096;
+  SetUpPipeline(4, options);
+  for (const int64_t output_bytes : {int64_t{4095}, int64_t{4096}}) {
+    SCOPED_TRACE(output_bytes);
+    absl::Notification finished;
+    auto call = std::make_unique<Call>(pipeline_.get(), CallMethod::kExecute, &ctx_,
+                                       [&](const grpc::Status&) { finished.Notify(); });
+    ASSERT_TRUE(call->Admit(1, Queue::kNow).ok());
+    std::thread::id kernel_thread;
+    call->Run(
+        output_bytes,
+        [&](ThreadPool*, int64_t) {
+          kernel_thread = std::this_thread::get_id();
+          return absl::OkStatus();
+        },
+        [&](absl::Status status) { call->Finish(status, 0, 0); });
+    ASSERT_TRUE(finished.WaitForNotificationWithTimeout(absl::Seconds(30)));
+    EXPECT_EQ(kernel_thread == std::this_thread::get_id(), output_bytes < 4096);
+  }
+}
+
+TEST_F(CallTest, KernelErrorReachesAfterAndTheRpc) {
+  SetUpPipeline(4);
+  std::unique_ptr<Call> call = NewCall(CallMethod::kExecuteStream);
+  call->SetOp("Reverse", registry_.Find("Reverse"));
+  ASSERT_TRUE(call->Admit(64, Queue::kLater).ok());
+  ASSERT_TRUE(call->EnterQueue().ok());
+  call->Run(
+      8, [](ThreadPool*, int64_t) { return absl::InternalError("kernel broke"); },
+      [&](absl::Status status) { call->Finish(status, 64, 0); });
+  ASSERT_TRUE(done_.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_EQ(finished_.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_EQ(finished_.error_message(), "kernel broke");
+  EXPECT_EQ(Sample("tensorops_requests_total",
+                   {{"method", "ExecuteStream"}, {"op", "Reverse"}, {"code", "INTERNAL"}}),
+            1);
+  EXPECT_EQ(Sample("tensorops_stream_bytes_total", {{"op", "Reverse"}, {"direction", "received"}}),
+            64);
+  call.reset();
+  EXPECT_EQ(admission_->inflight_requests(), 0);
+}
+
+TEST_F(CallTest, AbortedDrainDropsQueuedCallsWithoutRunningThem) {
+  SetUpPipeline(4);
+  std::unique_ptr<Call> call = NewCall();
+  call->SetOp("Reverse", registry_.Find("Reverse"));
+  ASSERT_TRUE(call->Admit(64, Queue::kNow).ok());
+  pipeline_->AbortQueued();
+  bool ran = false;
+  call->Run(
+      8,
+      [&](ThreadPool*, int64_t) {
+        ran = true;
+        return absl::OkStatus();
+      },
+      [&](absl::Status status) { call->Finish(status, 0, 0); });
+  ASSERT_TRUE(done_.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_FALSE(ran);
+  EXPECT_EQ(finished_.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(Sample("tensorops_dropped_requests_total", {{"op", "Reverse"}, {"reason", "shutdown"}}),
+            1);
+  EXPECT_EQ(Sample("tensorops_kernel_duration_seconds_count", {{"op", "Reverse"}}), 0);
+  call.reset();
+  EXPECT_EQ(admission_->inflight_requests(), 0);
+}
+
+TEST_F(CallTest, RefusedAdmissionIsCountedAndHoldsNothing) {
+  SetUpPipeline(1);
+  {
+    std::unique_ptr<Call> first = NewCall();
+    ASSERT_TRUE(first->Admit(10, Queue::kNow).ok());
+    Call second(pipeline_.get(), CallMethod::kExecute, &ctx_, [](const grpc::Status&) {});
+    absl::Status s = second.Admit(10, Queue::kNow);
+    EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_EQ(Sample("tensorops_rejected_requests_total", {{"limit", "queue"}}), 1);
+    Call stream(pipeline_.get(), CallMethod::kExecuteStream, &ctx_, [](const grpc::Status&) {});
+    ASSERT_TRUE(stream.Admit(10, Queue::kLater).ok());
+    EXPECT_EQ(stream.EnterQueue().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_EQ(Sample("tensorops_rejected_requests_total", {{"limit", "queue"}}), 2);
+    stream.Finish(absl::ResourceExhaustedError("queue full"), 0, 0);
+    first->Finish(absl::CancelledError("test over"), 0, 0);
+    second.Finish(s, 0, 0);
+    EXPECT_EQ(admission_->inflight_bytes(), 20);  // first and stream, until destroyed
+  }
+  EXPECT_EQ(admission_->inflight_requests(), 0);
+  EXPECT_EQ(admission_->inflight_bytes(), 0);
+  // Closed for a drain: UNAVAILABLE, which is not a limit and not counted.
+  admission_->Close();
+  Call late(pipeline_.get(), CallMethod::kExecute, &ctx_, [](const grpc::Status&) {});
+  EXPECT_EQ(late.Admit(10, Queue::kNow).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(Sample("tensorops_rejected_requests_total", {{"limit", "queue"}}), 2);
+  EXPECT_EQ(Sample("tensorops_rejected_requests_total", {{"limit", "inflight_bytes"}}), 0);
+}
+
+TEST_F(CallTest, GateRefusesWhileDraining) {
+  SetUpPipeline(4);
+  std::unique_ptr<Call> call = NewCall();
+  EXPECT_TRUE(call->Open().ok());
+  pipeline_->StartDraining();
+  std::unique_ptr<Call> late = NewCall();
+  absl::Status s = late->Open();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  late->Finish(s, 0, 0);
+  EXPECT_EQ(finished_.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(Sample("tensorops_requests_total",
+                   {{"method", "Execute"}, {"op", "unknown"}, {"code", "UNAVAILABLE"}}),
+            1);
+}
+
+TEST_F(CallTest, GateWantsTheBearerTokenWhenConfigured) {
+  CallPipeline::Options options;
+  options.auth_token = "s3cret";
+  SetUpPipeline(4, options);
+  // A context without metadata: no token.
+  absl::Status s = pipeline_->Gate(ctx_);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(s.message().find("s3cret"), absl::string_view::npos);
+}
+
+}  // namespace
+}  // namespace tensorops
