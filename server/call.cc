@@ -1,5 +1,7 @@
 #include "server/call.h"
 
+#include <sys/stat.h>
+
 #include <chrono>
 #include <utility>
 
@@ -155,6 +157,13 @@ absl::Status Call::CheckDrop() {
 
 void Call::RunNow() {
   ticket_.LeaveQueue();
+  if (!pipeline_->options_.test_kernel_gate.empty()) {
+    // Tests only: hold the kernel while the gate file exists (see Options).
+    struct stat st;
+    while (stat(pipeline_->options_.test_kernel_gate.c_str(), &st) == 0) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+  }
   const absl::Time kernel_start = absl::Now();
   absl::Status status = CheckDrop();
   if (status.ok()) {
