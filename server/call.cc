@@ -61,6 +61,10 @@ CallPipeline::CallPipeline(const OpRegistry* registry, ThreadPool* pool,
                                   : absl::StrCat("Bearer ", options_.auth_token)) {}
 
 absl::Status CallPipeline::Gate(const grpc::CallbackServerContext& ctx) {
+  // gRPC's retry machinery marks every attempt after the first.
+  if (ctx.client_metadata().count("grpc-previous-rpc-attempts") > 0) {
+    metrics_->RecordRetriedCall();
+  }
   if (!expected_authorization_.empty()) {
     const auto& metadata = ctx.client_metadata();
     auto it = metadata.find("authorization");
