@@ -128,6 +128,9 @@ absl::Status ServerOptions::Validate() const {
           "be >= 0");
     }
   }
+  if (grpc_memory_bytes < 0) {
+    return absl::InvalidArgumentError("--grpc_memory_bytes must be >= 0");
+  }
   if (limits.max_stream_bytes < 0) {
     return absl::InvalidArgumentError("--max_stream_bytes must be >= 0");
   }
@@ -175,6 +178,7 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
   // small max_message_bytes alone works.
   pipeline_options.limits.stream_chunk_bytes = options.EffectiveStreamChunkBytes();
   pipeline_options.auth_token = options.auth_token;
+  pipeline_options.test_kernel_gate = options.test_kernel_gate;
   s->pipeline_ = std::make_unique<CallPipeline>(&s->registry_, s->pool_.get(), s->admission_.get(),
                                                 metrics, pipeline_options);
   s->service_ = std::make_unique<TensorOpsService>(s->pipeline_.get());
@@ -229,6 +233,15 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
   }
   const int max_message = static_cast<int>(
       std::min<int64_t>(options.max_message_bytes, std::numeric_limits<int>::max()));
+  if (options.grpc_memory_bytes > 0) {
+    // In gRPC 1.51 the chttp2 transport takes its read buffers from this
+    // quota; near it, flow-control windows shrink, idle connections get a
+    // GOAWAY and, past it, streams are cancelled (RESOURCE_EXHAUSTED at the
+    // client): what gRPC holds before admission is bounded too.
+    grpc::ResourceQuota quota("tensorops");
+    quota.Resize(static_cast<size_t>(options.grpc_memory_bytes));
+    builder.SetResourceQuota(quota);
+  }
   builder.SetMaxReceiveMessageSize(max_message);
   builder.SetMaxSendMessageSize(max_message);
   builder.RegisterService(s->service_.get());

@@ -44,6 +44,10 @@ struct ServerOptions {
   int threads = 0;  // kernel pool size; 0 = hardware threads
   int64_t max_queue = 1024;
   int64_t max_inflight_bytes = int64_t{8} << 30;
+  // gRPC's memory quota (grpc::ResourceQuota): what the transport may
+  // buffer, also for calls not yet admitted; under pressure gRPC shrinks
+  // flow-control windows and refuses streams. 0 = gRPC's default (no quota).
+  int64_t grpc_memory_bytes = 0;
   int64_t max_message_bytes = kDefaultMaxMessageBytes;
   std::string metrics_host = "127.0.0.1";
   int metrics_port = 9464;  // 0 picks a free port; -1 disables the endpoint
@@ -54,6 +58,8 @@ struct ServerOptions {
   // --max_rank, --max_tensor_elements, --max_tensor_bytes, --max_request_bytes,
   // --max_stream_bytes, --stream_chunk_bytes.
   RequestLimits limits;
+  // Tests only: see CallPipeline::Options::test_kernel_gate.
+  std::string test_kernel_gate;
   // Transport security (all PEM file paths; empty = off). tls_cert_file and
   // tls_key_file together turn on TLS; tls_client_ca_file (needs TLS) also
   // requires and verifies a client certificate signed by that CA (mTLS).

@@ -7,8 +7,10 @@
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -18,7 +20,10 @@
 #include "absl/time/time.h"
 #include "kernels/buffer_cache.h"
 #include "server/core/logging.h"
+#include "server/memory_limit.h"
 #include "server/server.h"
+
+ABSL_DECLARE_FLAG(std::string, test_only_kernel_gate);
 
 ABSL_FLAG(std::string, host, tensorops::ServerOptions().host,
           "Address to listen on for gRPC (0.0.0.0 accepts connections from other hosts).");
@@ -40,9 +45,15 @@ ABSL_FLAG(int, threads, tensorops::ServerOptions().threads,
           "Kernel thread pool size; 0 means one per hardware thread.");
 ABSL_FLAG(int64_t, max_queue, tensorops::ServerOptions().max_queue,
           "Requests that may wait for a kernel thread; past it, RESOURCE_EXHAUSTED.");
-ABSL_FLAG(int64_t, max_inflight_bytes, tensorops::ServerOptions().max_inflight_bytes,
+ABSL_FLAG(int64_t, max_inflight_bytes, -1,
           "Budget of request + response bytes over all admitted requests; past it, "
-          "RESOURCE_EXHAUSTED.");
+          "RESOURCE_EXHAUSTED. -1 (default): 40% of the memory limit (the cgroup's "
+          "memory.max or memory.limit_in_bytes, else the machine's MemTotal), logged at start.");
+ABSL_FLAG(int64_t, grpc_memory_bytes, -1,
+          "gRPC's memory quota (grpc::ResourceQuota): what the transport may buffer, also "
+          "for calls not yet admitted; near it gRPC shrinks flow-control windows, past it it "
+          "cancels streams with RESOURCE_EXHAUSTED. -1 (default): 20% of the memory limit; "
+          "0: no quota.");
 ABSL_FLAG(int64_t, max_message_bytes, tensorops::kDefaultMaxMessageBytes,
           "Largest gRPC message received or sent (default fits a 256 MiB tensor in raw_data); "
           "larger requests get RESOURCE_EXHAUSTED from gRPC.");
@@ -67,10 +78,11 @@ ABSL_FLAG(bool, malloc_tuning, true,
           "Keep freed tensor buffers (up to 32 MiB each) in the heap for reuse instead of "
           "returning them to the OS, avoiding a page fault per 4 KiB on every large request. "
           "Memory is not returned to the OS after a burst.");
-ABSL_FLAG(int64_t, buffer_cache_bytes, tensorops::BufferCache::kDefaultLimitBytes,
+ABSL_FLAG(int64_t, buffer_cache_bytes, -1,
           "Freed tensor buffers of 8 MiB and more (ExecuteStream's inputs and outputs) kept, "
           "up to this many bytes, for the next call of about the same size to reuse instead "
-          "of faulting in fresh pages; 0 turns the cache off.");
+          "of faulting in fresh pages; 0 turns the cache off. -1 (default): 10% of the memory "
+          "limit, at most 2 GiB.");
 ABSL_FLAG(absl::Duration, buffer_cache_idle, tensorops::BufferCache::kDefaultIdle,
           "How long a cached buffer (--buffer_cache_bytes) is kept unused before it is "
           "returned to the OS.");
@@ -145,11 +157,33 @@ int main(int argc, char** argv) {
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
     mallopt(M_ARENA_MAX, 1);
   }
-  if (absl::GetFlag(FLAGS_buffer_cache_bytes) < 0) {
-    std::fprintf(stderr, "tensorops-server: --buffer_cache_bytes must be >= 0\n");
-    return 2;
+  for (const auto& [name, value] :
+       {std::pair{"--max_inflight_bytes", absl::GetFlag(FLAGS_max_inflight_bytes)},
+        std::pair{"--grpc_memory_bytes", absl::GetFlag(FLAGS_grpc_memory_bytes)},
+        std::pair{"--buffer_cache_bytes", absl::GetFlag(FLAGS_buffer_cache_bytes)}}) {
+    if (value < -1) {
+      std::fprintf(stderr, "tensorops-server: %s must be >= 0 (or -1: derived)\n", name);
+      return 2;
+    }
   }
-  tensorops::BufferCache::Global().Configure(absl::GetFlag(FLAGS_buffer_cache_bytes),
+  // Budgets left at -1 come from the memory limit this process runs under,
+  // so a burst is refused with RESOURCE_EXHAUSTED before the OOM killer ends
+  // the process (README "Memory").
+  absl::StatusOr<tensorops::MemoryLimit> memory_limit = tensorops::DetectMemoryLimit();
+  if (!memory_limit.ok()) {
+    tensorops::Log(tensorops::LogLevel::kError,
+                   absl::StrCat("cannot start: ", memory_limit.status().message(),
+                                " (set --max_inflight_bytes, --grpc_memory_bytes and "
+                                "--buffer_cache_bytes)"));
+    return 1;
+  }
+  const tensorops::MemoryBudget budget = tensorops::BudgetFor(memory_limit->bytes);
+  const auto derived = [](int64_t flag, int64_t from_limit) {
+    return flag == -1 ? from_limit : flag;
+  };
+  const int64_t buffer_cache_bytes =
+      derived(absl::GetFlag(FLAGS_buffer_cache_bytes), budget.buffer_cache_bytes);
+  tensorops::BufferCache::Global().Configure(buffer_cache_bytes,
                                              absl::GetFlag(FLAGS_buffer_cache_idle));
 
   absl::StatusOr<tensorops::LogLevel> level =
@@ -184,7 +218,11 @@ int main(int argc, char** argv) {
   options.shared_memory_key_prefix = absl::GetFlag(FLAGS_shared_memory_key_prefix);
   options.threads = absl::GetFlag(FLAGS_threads);
   options.max_queue = absl::GetFlag(FLAGS_max_queue);
-  options.max_inflight_bytes = absl::GetFlag(FLAGS_max_inflight_bytes);
+  options.max_inflight_bytes =
+      derived(absl::GetFlag(FLAGS_max_inflight_bytes), budget.max_inflight_bytes);
+  options.grpc_memory_bytes =
+      derived(absl::GetFlag(FLAGS_grpc_memory_bytes), budget.grpc_memory_bytes);
+  options.test_kernel_gate = absl::GetFlag(FLAGS_test_only_kernel_gate);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.metrics_host = absl::GetFlag(FLAGS_metrics_host);
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
@@ -236,6 +274,15 @@ int main(int argc, char** argv) {
                 (*server)->metrics_port());
   }
   std::fflush(stdout);
+  const auto how = [](int64_t flag) { return flag == -1 ? " (derived)" : " (flag)"; };
+  tensorops::Log(
+      tensorops::LogLevel::kInfo,
+      absl::StrCat("memory limit ", memory_limit->bytes, " bytes from ", memory_limit->source,
+                   ": max_inflight_bytes ", options.max_inflight_bytes,
+                   how(absl::GetFlag(FLAGS_max_inflight_bytes)), ", grpc_memory_bytes ",
+                   options.grpc_memory_bytes, how(absl::GetFlag(FLAGS_grpc_memory_bytes)),
+                   ", buffer_cache_bytes ", buffer_cache_bytes,
+                   how(absl::GetFlag(FLAGS_buffer_cache_bytes))));
   tensorops::Log(
       tensorops::LogLevel::kInfo,
       absl::StrCat("started: grpc ", options.host, ":", (*server)->port(), ", metrics port ",

@@ -1,5 +1,7 @@
 #include "server/core/call.h"
 
+#include <sys/stat.h>
+
 #include <chrono>
 #include <utility>
 
@@ -59,6 +61,10 @@ CallPipeline::CallPipeline(const OpRegistry* registry, ThreadPool* pool,
                                   : absl::StrCat("Bearer ", options_.auth_token)) {}
 
 absl::Status CallPipeline::Gate(const grpc::CallbackServerContext& ctx) {
+  // gRPC's retry machinery marks every attempt after the first.
+  if (ctx.client_metadata().count("grpc-previous-rpc-attempts") > 0) {
+    metrics_->RecordRetriedCall();
+  }
   if (!expected_authorization_.empty()) {
     const auto& metadata = ctx.client_metadata();
     auto it = metadata.find("authorization");
@@ -190,6 +196,13 @@ absl::Status Call::CheckDrop() {
 
 void Call::RunNow() {
   ticket_.LeaveQueue();
+  if (!pipeline_->options_.test_kernel_gate.empty()) {
+    // Tests only: hold the kernel while the gate file exists (see Options).
+    struct stat st;
+    while (stat(pipeline_->options_.test_kernel_gate.c_str(), &st) == 0) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+  }
   const absl::Time kernel_start = absl::Now();
   absl::Status status = CheckDrop();
   if (status.ok()) {

@@ -92,6 +92,10 @@ class CallPipeline {
     // Non-empty: every call must carry "authorization: Bearer <auth_token>",
     // else UNAUTHENTICATED.
     std::string auth_token;
+    // Tests only (--test_only_kernel_gate): while this file exists, every
+    // kernel task waits, after leaving the queue and before its drop check,
+    // so a test holds the pool deterministically. Empty (the default): off.
+    std::string test_kernel_gate;
   };
 
   // None of the pointers is owned; all must outlive the pipeline and every call.

@@ -148,6 +148,7 @@ struct Metrics::Impl {
   std::vector<prometheus::Histogram*> kernel_duration;
   std::vector<std::array<prometheus::Counter*, kNumDropReasons>> dropped;
   std::array<prometheus::Counter*, kNumLimits> rejected{};
+  prometheus::Counter* retried_calls = nullptr;
   prometheus::Gauge* inflight_requests = nullptr;
   prometheus::Gauge* inflight_bytes = nullptr;
   prometheus::Gauge* queue_depth = nullptr;
@@ -279,6 +280,15 @@ Metrics::Metrics(const std::vector<std::string>& ops)
   for (int l = 0; l < kNumLimits; ++l) {
     m.rejected[l] = &rejected.Add({{"limit", kLimitNames[l]}});
   }
+
+  m.retried_calls = &prometheus::BuildCounter()
+                         .Name("tensorops_retried_calls_total")
+                         .Help(
+                             "Calls that arrived as a client's retry of an earlier attempt "
+                             "(gRPC's grpc-previous-rpc-attempts metadata), counted where "
+                             "they land.")
+                         .Register(*registry_)
+                         .Add({});
 
   m.inflight_requests = &prometheus::BuildGauge()
                              .Name("tensorops_inflight_requests")
@@ -412,6 +422,8 @@ void Metrics::RecordRejected(Limit limit) {
   if (l < 0 || l >= kNumLimits) return;
   impl_->rejected[l]->Increment();
 }
+
+void Metrics::RecordRetriedCall() { impl_->retried_calls->Increment(); }
 
 void Metrics::SetAdmission(int64_t inflight_requests, int64_t inflight_bytes, int64_t queued) {
   impl_->inflight_requests->Set(static_cast<double>(inflight_requests));

@@ -71,6 +71,9 @@ class Metrics {
   // Refused by admission control.
   enum class Limit { kQueue, kInflightBytes };
   void RecordRejected(Limit limit);
+  // A call that arrived as a retry of an earlier attempt (gRPC's
+  // grpc-previous-rpc-attempts metadata): clients' retries, where they land.
+  void RecordRetriedCall();
 
   // Admission control's state (its Observer): admitted calls, their bytes,
   // calls waiting in the queue.

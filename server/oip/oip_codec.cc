@@ -418,7 +418,8 @@ absl::StatusOr<std::unique_ptr<PreparedInfer>> PreparedInfer::Make(const OpRegis
       }
       if (dtype != DType::kString && static_cast<uint64_t>(num_bytes) != use.byte_size) {
         return absl::InvalidArgumentError(
-            absl::StrCat(what, ": shared_memory_byte_size is ", use.byte_size, " but shape ",
+            absl::StrCat(what, ": shared memory region ", Quote(use.region->name()),
+                         ": shared_memory_byte_size is ", use.byte_size, " but shape ",
                          ShapeToString(dims), " of ", in.datatype, " needs ", num_bytes));
       }
       if (s == 0 && dtype != DType::kString && dtype != DType::kBool) {
@@ -529,10 +530,10 @@ absl::StatusOr<std::unique_ptr<PreparedInfer>> PreparedInfer::Make(const OpRegis
       // BYTES outputs are sized when they are written.
       if (p->op_.dtype != DType::kString &&
           static_cast<uint64_t>(p->output_bytes()) > out.shm.byte_size) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(what, ": shared_memory_byte_size is ", out.shm.byte_size,
-                         " but the output (shape ", ShapeToString(p->op_.shape), " of ",
-                         OipDatatype(p->op_.dtype), ") needs ", p->output_bytes()));
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, ": shared memory region ", Quote(region), ": shared_memory_byte_size is ",
+            out.shm.byte_size, " but the output (shape ", ShapeToString(p->op_.shape), " of ",
+            OipDatatype(p->op_.dtype), ") needs ", p->output_bytes()));
       }
       // Kernels never read what they write: the data input (read in place)
       // and this output must not share bytes.
@@ -595,9 +596,10 @@ absl::Status PreparedInfer::Run(InferResponseWriter* response, ThreadPool* pool,
       response->AddOutput(name, datatype, shape, 0);
       const std::string what = absl::StrCat("output ", Quote(name));
       if (static_cast<uint64_t>(size) > o.shm.byte_size) {
-        return absl::InvalidArgumentError(absl::StrCat(what, ": shared_memory_byte_size is ",
-                                                       o.shm.byte_size,
-                                                       " but the BYTES output needs ", size));
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, ": shared memory region ", Quote(o.shm.region->name()),
+                         ": shared_memory_byte_size is ", o.shm.byte_size,
+                         " but the BYTES output needs ", size));
       }
       ASSIGN_OR_RETURN(char* dst, o.shm.region->Bytes(o.shm.offset, o.shm.byte_size, what));
       if (!RunCatchingSigbus([&] { WriteRawBytes(result.view(), dst); })) {

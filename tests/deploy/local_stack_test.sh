@@ -9,7 +9,10 @@
 #      for all three targets;
 #   4. SIGTERM to one replica mid-load (it drains and exits 0) loses nothing:
 #      every call of the driver ends OK with a verified result, and the other
-#      two replicas carry the calls made after it stopped.
+#      two replicas carry the calls made after it stopped;
+#   5. kill -9 of another replica under 16 callers, then a restart on the same
+#      ports: no call fails (the SDK retries UNAVAILABLE); the retries are
+#      counted (tensorops_retried_calls_total) and printed.
 # Every process is started here, on free 127.0.0.1 ports, and stopped by PID
 # on exit.
 #
@@ -154,4 +157,40 @@ after1=$(roll_ok 1) after3=$(roll_ok 3)
 [ "$after1" -gt "$before1" ] && [ "$after3" -gt "$before3" ] \
   || fail "replicas 1 and 3 did not both carry the load after the stop ($before1->$after1, $before3->$after3)"
 log "after the stop: replica 1 $before1->$after1, replica 3 $before3->$after3 Roll calls"
+
+# --- kill -9 replica 3 under 16 callers, then bring it back ------------------
+# Replica 2 is down from the step above, so replica 1 carries the load alone
+# while 3 is dead. Calls the killed replica held fail at nginx (a reset
+# upstream: 502, which gRPC reports as UNAVAILABLE); the SDK retries them, so
+# the callers must see no failure. The retries are counted where they land
+# (tensorops_retried_calls_total of replica 1 and of the restarted replica 3).
+retried() {
+  curl -sf --max-time 2 "http://127.0.0.1:$1/metrics" | awk '
+    /^tensorops_retried_calls_total / { n += $NF } END { printf "%d\n", n }'
+}
+"$DRIVER" --target "127.0.0.1:$NGINX_PORT" --threads 16 --marker "$W/marker9" --marker_after 300 \
+  --stop_file "$W/back" --calls_after 400 --max_seconds 60 >"$W/driver9.out" 2>&1 &
+DRIVER_PID=$!; PIDS+=($DRIVER_PID)
+marker9_or_dead() { [ -e "$W/marker9" ] || ! kill -0 "$DRIVER_PID"; }
+wait_for 20 "300 calls of 16 callers through nginx" marker9_or_dead
+[ -e "$W/marker9" ] || fail "load driver ended early: $(cat "$W/driver9.out")"
+retried1_before=$(retried "${METRICS_PORTS[0]}")
+kill -KILL "${SERVER_PIDS[2]}"
+rc=0; wait "${SERVER_PIDS[2]}" || rc=$?
+[ $rc -eq 137 ] || fail "replica 3 ended with status $rc after SIGKILL, not 137"
+log "kill -9 replica 3 (pid ${SERVER_PIDS[2]}) under 16 callers"
+sleep 2
+# Back on the same ports (nginx's and Prometheus's configs name them).
+"$SERVER" --host=127.0.0.1 --port="${GRPC_PORTS[2]}" --metrics_port="${METRICS_PORTS[2]}" \
+  --threads=1 --drain_timeout=5s >"$W/server3b.out" 2>"$W/server3b.err" &
+SERVER_PIDS[2]=$!; PIDS+=($!)
+wait_for 20 "replica 3 to restart" grep -q 'metrics on http://' "$W/server3b.out"
+roll3_back() { [ "$(roll_ok 3)" -gt 0 ]; }
+wait_for 20 "replica 3 to serve calls through nginx again" roll3_back
+touch "$W/back"
+rc=0; wait "$DRIVER_PID" || rc=$?
+cat "$W/driver9.out"
+[ $rc -eq 0 ] || fail "load driver: a call failed across the kill -9 (the SDK's retries did not cover it)"
+retries=$(($(retried "${METRICS_PORTS[0]}") - retried1_before + $(retried "${METRICS_PORTS[2]}")))
+log "kill -9: no call failed; $retries retried attempts (SDK, UNAVAILABLE) landed on replicas 1 and 3; replica 3 served $(roll_ok 3) Roll calls after its restart"
 log "PASS"

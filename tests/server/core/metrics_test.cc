@@ -145,6 +145,7 @@ TEST_F(MetricsTest, EveryFamilyHasHelpAndType) {
       {"tensorops_response_size_bytes", "histogram"},
       {"tensorops_dropped_requests_total", "counter"},
       {"tensorops_rejected_requests_total", "counter"},
+      {"tensorops_retried_calls_total", "counter"},
       {"tensorops_inflight_requests", "gauge"},
       {"tensorops_inflight_bytes", "gauge"},
       {"tensorops_queue_depth", "gauge"},

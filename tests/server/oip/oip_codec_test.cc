@@ -500,7 +500,8 @@ TEST_F(OipCodecTest, SharedMemoryInAndOut) {
   res = Infer(r, &shm, "tok");
   ASSERT_FALSE(res.ok());
   EXPECT_THAT(std::string(res.status().message()),
-              HasSubstr("shared_memory_byte_size is 20 but shape [2,3] of INT32 needs 24"));
+              HasSubstr("input 'data': shared memory region 'r': shared_memory_byte_size is 20 "
+                        "but shape [2,3] of INT32 needs 24"));
 
   // Output overlapping the data input it is computed from.
   UseShm(r.mutable_inputs(0), "r", 1000, 24);
@@ -513,7 +514,19 @@ TEST_F(OipCodecTest, SharedMemoryInAndOut) {
   op["shared_memory_byte_size"].set_int64_param(8);
   res = Infer(r, &shm, "tok");
   ASSERT_FALSE(res.ok());
+  EXPECT_EQ(res.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(res.status().message()),
+              HasSubstr("shared memory region 'r': shared_memory_byte_size is 8 but the output"));
   EXPECT_THAT(std::string(res.status().message()), HasSubstr("needs 24"));
+
+  // Output out of the region's bounds (issue 21: every region error names it).
+  op["shared_memory_byte_size"].set_int64_param(24);
+  op["shared_memory_offset"].set_int64_param(4090);
+  res = Infer(r, &shm, "tok");
+  ASSERT_FALSE(res.ok());
+  EXPECT_EQ(res.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(res.status().message()),
+              HasSubstr("shared memory region 'r' holds 4096 bytes; offset 4090 + byte_size 24"));
 }
 
 TEST_F(OipCodecTest, TruncatedObjectIsAnErrorNotACrash) {

@@ -1,0 +1,265 @@
+// A server under a real memory limit (a memory cgroup this test creates:
+// v2 memory.max or v1 memory.limit_in_bytes) with no memory flags: it
+// derives its budgets from the limit, and a burst of large Execute calls and
+// ExecuteStream uploads whose total is several times the limit is answered
+// with RESOURCE_EXHAUSTED for the excess instead of an OOM kill. Every
+// admitted call's result is checked byte for byte.
+//
+// Needs root and a writable cgroup hierarchy; skipped (ctest SKIP) otherwise.
+// Label "memlimit"; about 20 s on 2 cores.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tensorops/client.h"
+#include "tests/harness/server_process.h"
+
+namespace tensorops {
+namespace {
+
+using ::tensorops::testing::ServerProcess;
+
+constexpr int64_t kLimitBytes = int64_t{1} << 30;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  out.flush();
+  return static_cast<bool>(out);
+}
+
+// A memory cgroup of its own, removed at the end.
+class MemoryCgroup {
+ public:
+  // Empty dir() when this machine does not let us create one.
+  explicit MemoryCgroup(int64_t limit) {
+    const std::string name = absl::StrCat("tensorops-memlimit-test-", getpid());
+    // cgroup v2: the memory controller enabled for children of the root.
+    if (absl::StrContains(ReadFile("/sys/fs/cgroup/cgroup.subtree_control"), "memory")) {
+      const std::string dir = "/sys/fs/cgroup/" + name;
+      if (mkdir(dir.c_str(), 0755) == 0) {
+        if (WriteFile(dir + "/memory.max", std::to_string(limit)) &&
+            (WriteFile(dir + "/memory.swap.max", "0") || true)) {
+          dir_ = dir;
+          v2_ = true;
+          return;
+        }
+        rmdir(dir.c_str());
+      }
+    }
+    // cgroup v1.
+    const std::string dir = "/sys/fs/cgroup/memory/" + name;
+    if (mkdir(dir.c_str(), 0755) == 0) {
+      if (WriteFile(dir + "/memory.limit_in_bytes", std::to_string(limit))) {
+        WriteFile(dir + "/memory.memsw.limit_in_bytes", std::to_string(limit));  // no swap
+        dir_ = dir;
+        return;
+      }
+      rmdir(dir.c_str());
+    }
+  }
+  ~MemoryCgroup() {
+    if (dir_.empty()) return;
+    for (int i = 0; i < 100 && rmdir(dir_.c_str()) != 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  const std::string& dir() const { return dir_; }
+  bool v2() const { return v2_; }
+  // OOM kills in this cgroup so far (v2 memory.events, v1 memory.oom_control).
+  int64_t OomKills() const {
+    std::istringstream in(ReadFile(dir_ + (v2_ ? "/memory.events" : "/memory.oom_control")));
+    std::string key;
+    int64_t value = 0;
+    while (in >> key >> value) {
+      if (key == "oom_kill") return value;
+    }
+    return 0;
+  }
+  int64_t PeakBytes() const {
+    if (v2_) return -1;  // memory.peak is not in every kernel
+    return std::atoll(ReadFile(dir_ + "/memory.max_usage_in_bytes").c_str());
+  }
+
+ private:
+  std::string dir_;
+  bool v2_ = false;
+};
+
+uint8_t Value(int64_t i, int64_t salt) {
+  return static_cast<uint8_t>(((i + salt) * 0x9E3779B1ull) >> 23);
+}
+
+// Empty when `out` is Reverse(axis 0) of the 1-D input Value(i, salt).
+std::string CheckReversed(const Tensor& out, int64_t n, int64_t salt) {
+  if (out.dtype() != DataType::kUInt8 || out.bytes().size() != static_cast<size_t>(n)) {
+    return "wrong type or size";
+  }
+  const absl::Span<const char> b = out.bytes();
+  for (int64_t i = 0; i < n; ++i) {
+    if (static_cast<uint8_t>(b[i]) != Value(n - 1 - i, salt)) {
+      return absl::StrCat("wrong byte at ", i);
+    }
+  }
+  return "";
+}
+
+TEST(MemoryLimitE2ETest, BurstPastTheLimitIsRefusedNotKilled) {
+  MemoryCgroup cgroup(kLimitBytes);
+  if (cgroup.dir().empty()) {
+    GTEST_SKIP() << "cannot create a memory cgroup here (needs root and a writable "
+                    "/sys/fs/cgroup with the memory controller)";
+  }
+  // The server enters the cgroup before it execs, so everything it allocates counts.
+  char log_template[] = "/tmp/memlimit_server_log.XXXXXX";
+  const int log_fd = mkstemp(log_template);
+  ASSERT_GE(log_fd, 0);
+  close(log_fd);
+  const std::string log_path = log_template;
+  const std::string wrapper = log_path + ".sh";
+  ASSERT_TRUE(WriteFile(
+      wrapper,
+      absl::StrCat("#!/bin/sh\necho $$ > ", cgroup.dir(), "/cgroup.procs || exit 97\nexec ",
+                   TENSOROPS_SERVER_PATH, " \"$@\" 2>>", log_path, "\n")));
+  chmod(wrapper.c_str(), 0755);
+  ServerProcess server;
+  std::vector<std::string> flags = {"--metrics_port=0", "--threads=2"};
+  // For measuring what each bound does (docs/memory.md), e.g. --grpc_memory_bytes=0.
+  if (const char* extra = std::getenv("MEMLIMIT_TEST_SERVER_FLAG")) flags.push_back(extra);
+  ASSERT_TRUE(server.Start(wrapper, flags).ok());
+
+  // The budgets it derived, from the cgroup's limit (logged before "started").
+  std::string log;
+  for (int i = 0; i < 200 && !absl::StrContains(log, "started:"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    log = ReadFile(log_path);
+  }
+  std::printf("%s", log.c_str());
+  EXPECT_TRUE(
+      absl::StrContains(log, absl::StrCat("memory limit ", kLimitBytes, " bytes from cgroup")))
+      << log;
+  EXPECT_TRUE(absl::StrContains(
+      log, absl::StrCat("max_inflight_bytes ", kLimitBytes / 10 * 4, " (derived)")))
+      << log;
+
+  ClientOptions options;
+  options.target = server.address();
+  options.default_deadline = std::chrono::seconds(120);
+  constexpr int kUnary = 12;   // 64 MiB each: 128 MiB of budget
+  constexpr int kStreams = 4;  // 128 MiB each: 256 MiB of budget
+  constexpr int64_t kUnaryBytes = int64_t{64} << 20;
+  constexpr int64_t kStreamBytes = int64_t{128} << 20;
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < kUnary + kStreams; ++i) {
+    auto c = Client::Create(options);
+    ASSERT_TRUE(c.ok()) << c.status();
+    clients.push_back(*std::move(c));
+  }
+  std::vector<std::vector<uint8_t>> inputs(kUnary + kStreams);
+  for (int i = 0; i < kUnary + kStreams; ++i) {
+    const int64_t n = i < kUnary ? kUnaryBytes : kStreamBytes;
+    inputs[i].resize(n);
+    for (int64_t j = 0; j < n; ++j) inputs[i][j] = Value(j, i);
+  }
+
+  std::atomic<int> ok{0}, refused{0}, other{0}, wrong{0};
+  std::mutex mu;
+  std::vector<std::string> others;
+  std::map<std::string, int> refusals;  // message (cut) -> count
+  std::atomic<bool> go{false};
+  std::vector<std::thread> callers;
+  for (int i = 0; i < kUnary + kStreams; ++i) {
+    callers.emplace_back([&, i] {
+      while (!go.load()) std::this_thread::yield();
+      const int64_t n = static_cast<int64_t>(inputs[i].size());
+      CallOptions call;
+      call.transport = i < kUnary ? Transport::kUnary : Transport::kStream;
+      const ExecuteResult r = clients[i]->Execute(
+          "Reverse", {{"mode", "index"}},
+          {Tensor::View(inputs[i].data(), {n}), Tensor(std::vector<int64_t>{0})}, call);
+      if (r.ok()) {
+        ++ok;
+        const std::string bad = r->size() == 1 ? CheckReversed((*r)[0], n, i) : "no output";
+        if (!bad.empty()) {
+          ++wrong;
+          std::lock_guard<std::mutex> lock(mu);
+          others.push_back(absl::StrCat("call ", i, ": ", bad));
+        }
+      } else if (r.status().code() == absl::StatusCode::kResourceExhausted) {
+        ++refused;
+        std::lock_guard<std::mutex> lock(mu);
+        refusals[std::string(r.status().message()).substr(0, 60)]++;
+      } else {
+        ++other;
+        std::lock_guard<std::mutex> lock(mu);
+        others.push_back(absl::StrCat("call ", i, ": ", r.status().ToString()));
+      }
+    });
+  }
+  const auto start = std::chrono::steady_clock::now();
+  go = true;
+  for (auto& t : callers) t.join();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf(
+      "limit %lld MiB; %d Execute x %lld MiB + %d ExecuteStream x %lld MiB (%lld MiB of "
+      "budget asked): %d OK, %d RESOURCE_EXHAUSTED, %d other, in %.1f s; peak %lld MiB, "
+      "server RSS now %lld MiB, OOM kills %lld\n",
+      static_cast<long long>(kLimitBytes >> 20), kUnary, static_cast<long long>(kUnaryBytes >> 20),
+      kStreams, static_cast<long long>(kStreamBytes >> 20),
+      static_cast<long long>((2 * (kUnary * kUnaryBytes + kStreams * kStreamBytes)) >> 20),
+      ok.load(), refused.load(), other.load(), seconds,
+      static_cast<long long>(cgroup.PeakBytes() >> 20),
+      static_cast<long long>(server.StatusKiB("VmRSS:") >> 10),
+      static_cast<long long>(cgroup.OomKills()));
+  for (const std::string& s : others) std::printf("  %s\n", s.c_str());
+  for (const auto& [message, n] : refusals) std::printf("  %d x %s\n", n, message.c_str());
+
+  EXPECT_EQ(cgroup.OomKills(), 0);
+  EXPECT_TRUE(server.Signal(0)) << "the server died";
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_GT(ok.load(), 0) << "nothing was admitted";
+  EXPECT_GT(refused.load(), 0) << "the burst fit: make it bigger";
+
+  // Still serving: one more call of each kind, one at a time, goes through.
+  for (int i : {0, kUnary}) {
+    const int64_t n = static_cast<int64_t>(inputs[i].size());
+    CallOptions call;
+    call.transport = i < kUnary ? Transport::kUnary : Transport::kStream;
+    const ExecuteResult r = clients[i]->Execute(
+        "Reverse", {{"mode", "index"}},
+        {Tensor::View(inputs[i].data(), {n}), Tensor(std::vector<int64_t>{0})}, call);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(CheckReversed((*r)[0], n, i), "");
+  }
+  clients.clear();
+  EXPECT_EQ(server.Stop(), 0);
+  unlink(wrapper.c_str());
+  unlink(log_path.c_str());
+}
+
+}  // namespace
+}  // namespace tensorops
