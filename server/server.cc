@@ -256,6 +256,7 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
     http_options.host = options.http_host;
     http_options.port = options.http_port;
     http_options.max_body_bytes = options.max_message_bytes;
+    http_options.tokens_required = !options.auth_token.empty();
     absl::StatusOr<std::unique_ptr<HttpServer>> http =
         HttpServer::Start(s->pipeline_.get(), s->shm_.get(), http_options);
     if (!http.ok()) return http.status();

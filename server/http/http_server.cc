@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -17,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "kernels/status_macros.h"
+#include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
 #include "server/http/json_binding.h"
@@ -119,6 +121,96 @@ std::string ModelMetadataJson(const OpDef& def) {
   });
 }
 
+// {"model_stats": [...]}, as the gRPC ModelStatistics (the same totals).
+std::string StatsJson(const Metrics& metrics, const std::vector<const OpDef*>& defs) {
+  auto ns = [](double seconds) { return static_cast<uint64_t>(seconds * 1e9); };
+  auto duration = [](JsonOut& w, const char* name, uint64_t count, uint64_t nanos) {
+    w.Key(name);
+    w.StartObject();
+    w.Key("count");
+    w.Uint64(count);
+    w.Key("ns");
+    w.Uint64(nanos);
+    w.EndObject();
+  };
+  return Json([&](JsonOut& w) {
+    w.StartObject();
+    w.Key("model_stats");
+    w.StartArray();
+    for (const OpDef* def : defs) {
+      const Metrics::OpTotals t = metrics.ReadOpTotals(metrics.OpIndex(def->spec.name));
+      w.StartObject();
+      w.Key("name");
+      Str(w, def->spec.name);
+      w.Key("version");
+      Str(w, kModelVersion);
+      w.Key("last_inference");
+      w.Uint64(static_cast<uint64_t>(t.last_call_unix_seconds * 1e3));
+      w.Key("inference_count");
+      w.Uint64(t.success_count);
+      w.Key("execution_count");
+      w.Uint64(t.kernel_count);
+      w.Key("inference_stats");
+      w.StartObject();
+      duration(w, "success", t.success_count, ns(t.success_seconds));
+      duration(w, "fail", t.fail_count, ns(t.fail_seconds));
+      duration(w, "queue", t.queue_count, ns(t.queue_seconds));
+      duration(w, "compute_input", 0, 0);
+      duration(w, "compute_infer", t.kernel_count, ns(t.kernel_seconds));
+      duration(w, "compute_output", 0, 0);
+      w.EndObject();
+      w.Key("batch_stats");
+      w.StartArray();
+      w.EndArray();
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+  });
+}
+
+struct ShmRegisterBody {
+  std::string key;
+  uint64_t offset = 0;
+  uint64_t byte_size = 0;
+};
+
+absl::StatusOr<ShmRegisterBody> ParseRegisterBody(absl::string_view body) {
+  rapidjson::Document doc;
+  doc.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag>(body.data(),
+                                                                                    body.size());
+  if (doc.HasParseError() || !doc.IsObject()) {
+    return absl::InvalidArgumentError(
+        "the register body must be a JSON object {\"key\", \"offset\", \"byte_size\"}");
+  }
+  ShmRegisterBody out;
+  auto key = doc.FindMember("key");
+  if (key == doc.MemberEnd() || !key->value.IsString()) {
+    return absl::InvalidArgumentError("register: key must be a string");
+  }
+  out.key.assign(key->value.GetString(), key->value.GetStringLength());
+  for (const char* field : {"offset", "byte_size"}) {
+    auto it = doc.FindMember(field);
+    if (it == doc.MemberEnd()) {
+      if (std::string(field) == "offset") continue;
+      return absl::InvalidArgumentError("register: byte_size is missing");
+    }
+    if (!it->value.IsUint64()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("register: ", field, " must be an integer >= 0"));
+    }
+    (std::string(field) == "offset" ? out.offset : out.byte_size) = it->value.GetUint64();
+  }
+  return out;
+}
+
+absl::string_view Body(evhttp_request* req) {
+  evbuffer* input = evhttp_request_get_input_buffer(req);
+  const size_t length = evbuffer_get_length(input);
+  if (length == 0) return "";
+  return absl::string_view(reinterpret_cast<const char*>(evbuffer_pullup(input, -1)), length);
+}
+
 }  // namespace
 
 // One infer, from its request to its answer. Owned by the loop: deleted in
@@ -200,9 +292,11 @@ class HttpServer::InferCall {
     std::unique_ptr<PreparedInfer> prepared_;
   };
 
+  // Shared-memory regions belong to the caller's Authorization value when
+  // tokens are on (as on gRPC, so both doors see the same regions).
   std::string Owner() const {
-    // Shared-memory regions belong to the caller's token when tokens are on.
-    return "";
+    if (!server_->tokens_required_) return "";
+    return Header(req_, "Authorization").value_or("");
   }
 
   void Reply() {
@@ -245,6 +339,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(CallPipeline* pipe
   static std::once_flag threads_once;
   std::call_once(threads_once, [] { evthread_use_pthreads(); });
   std::unique_ptr<HttpServer> s(new HttpServer(pipeline, shm));
+  s->tokens_required_ = options.tokens_required;
   s->base_ = event_base_new();
   if (s->base_ == nullptr) return absl::InternalError("event_base_new failed");
   s->http_ = evhttp_new(s->base_);
@@ -337,7 +432,9 @@ void HttpServer::Handle(evhttp_request* req) {
                   w.Key("extensions");
                   w.StartArray();
                   Str(w, "binary_tensor_data");
+                  Str(w, "statistics");
                   Str(w, "model_repository");
+                  if (shm_->enabled()) Str(w, "system_shared_memory");
                   w.EndArray();
                   w.EndObject();
                 }));
@@ -371,7 +468,65 @@ void HttpServer::Handle(evhttp_request* req) {
     }
     return not_found();
   }
+  if (parts.size() >= 2 && parts[1] == "systemsharedmemory") {
+    // /v2/systemsharedmemory[/region/{r}]/(status|register|unregister)
+    std::string region;
+    size_t at2 = 2;
+    if (parts.size() >= 4 && parts[2] == "region") {
+      region = parts[3];
+      at2 = 4;
+    }
+    if (parts.size() != at2 + 1) return not_found();
+    const std::string& verb = parts[at2];
+    const std::string owner = tokens_required_ ? authorization.value_or("") : "";
+    if (verb == "status") {
+      if (!get) return wrong_method("GET");
+      if (!shm_->enabled()) return Send(req, 200, "[]");
+      absl::StatusOr<std::vector<std::shared_ptr<const ShmRegion>>> regions =
+          shm_->List(owner, region);
+      if (!regions.ok()) return SendError(req, regions.status());
+      return Send(req, 200, Json([&](JsonOut& w) {
+                    w.StartArray();
+                    for (const auto& r : *regions) {
+                      w.StartObject();
+                      w.Key("name");
+                      Str(w, r->name());
+                      w.Key("key");
+                      Str(w, r->key());
+                      w.Key("offset");
+                      w.Uint64(r->offset());
+                      w.Key("byte_size");
+                      w.Uint64(r->byte_size());
+                      w.EndObject();
+                    }
+                    w.EndArray();
+                  }));
+    }
+    if (verb != "register" && verb != "unregister") return not_found();
+    if (!post) return wrong_method("POST");
+    if (!shm_->enabled()) {
+      return Send(req, 501,
+                  ErrorJson("system shared memory is off on this server (--shared_memory=system)"));
+    }
+    absl::Status s;
+    if (verb == "unregister") {
+      s = shm_->Unregister(owner, region);
+    } else {
+      if (region.empty()) return not_found();
+      absl::StatusOr<ShmRegisterBody> b = ParseRegisterBody(Body(req));
+      s = b.ok() ? shm_->Register(owner, region, b->key, b->offset, b->byte_size) : b.status();
+    }
+    pipeline_->metrics()->SetSharedMemoryRegions(shm_->size());
+    if (!s.ok()) return SendError(req, s);
+    return Send(req, 200, "{}");
+  }
   if (parts[1] != "models" || parts.size() < 3) return not_found();
+  if (parts.size() == 3 && parts[2] == "stats") {
+    if (!get) return wrong_method("GET");
+    std::vector<const OpDef*> defs;
+    for (const auto& d : pipeline_->registry().ops()) defs.push_back(d.get());
+    return Send(req, 200, StatsJson(*pipeline_->metrics(), defs));
+  }
   // /v2/models/{m}[/versions/{v}][/ready|/infer]
   const std::string& model = parts[2];
   std::string version;
@@ -386,10 +541,11 @@ void HttpServer::Handle(evhttp_request* req) {
     if (!post) return wrong_method("POST");
     return Infer(req, model, version);
   }
-  if (action != "" && action != "ready") return not_found();
+  if (action != "" && action != "ready" && action != "stats") return not_found();
   if (!get) return wrong_method("GET");
   absl::StatusOr<const OpDef*> def = FindModel(pipeline_->registry(), model, version);
   if (!def.ok()) return SendError(req, def.status());
+  if (action == "stats") return Send(req, 200, StatsJson(*pipeline_->metrics(), {*def}));
   if (action == "ready") {
     return Send(req, 200, Json([&](JsonOut& w) {
                   w.StartObject();

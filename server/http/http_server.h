@@ -9,6 +9,10 @@
 // method="REST", access log); the pool thread encodes the answer and hands it
 // back to the loop, which sends it.
 //
+// Also statistics (the gRPC ModelStatistics' totals), the repository index
+// and system shared memory status/register/unregister (501 unless
+// --shared_memory=system; status then lists nothing).
+//
 // Health live/ready are open (no token) and ready answers 503 while the
 // server drains; everything else needs the token when one is configured and
 // gets 503 while draining.
@@ -39,6 +43,9 @@ class HttpServer {
     int port = 8000;  // 0 picks a free port
     // Whole request body (413 beyond it, as gRPC's --max_message_bytes).
     int64_t max_body_bytes = int64_t{272} << 20;
+    // --auth_token_file: a shared-memory region belongs to the Authorization
+    // value that registered it (as on gRPC).
+    bool tokens_required = false;
   };
 
   // Binds and starts the loop. Neither pointer is owned; both must outlive
@@ -65,6 +72,7 @@ class HttpServer {
 
   CallPipeline* const pipeline_;
   ShmRegistry* const shm_;
+  bool tokens_required_ = false;
   event_base* base_ = nullptr;
   evhttp* http_ = nullptr;
   int port_ = 0;

@@ -7,7 +7,8 @@ NumPy: every op and datatype as JSON and as binary data (both directions, and
 mixed), compared bit for bit with NumPy; the error battery (status code and
 {"error"} body naming the field, the server staying up); keep-alive after
 errors; chunked request bodies; the body limit; health, metadata, readiness,
-repository index and the drain's 503.
+statistics, system shared memory (register, infer in and out of a region,
+status, unregister), repository index and the drain's 503.
 
 Usage: rest_python_test.py TENSOROPS_SERVER
 Exit status 0 when every check passed.
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import unittest
 import warnings
+from multiprocessing import shared_memory
 
 import numpy as np
 
@@ -441,6 +443,73 @@ class RestClientTest(unittest.TestCase):
             self.check(arrays[0], np.roll(a, 3), "chunked")
         conn.close()
 
+    def test_statistics(self):
+        a = np.arange(4, dtype=np.int32)
+        body, headers = infer_body([("data", a), ("shift", np.array([1], np.int64)),
+                                    ("axes", np.array([0], np.int64))])
+        self.assertEqual(self.infer("Roll", body, headers)[0], 200)
+        status, _, answer = call(self.conn, "GET", "/v2/models/Roll/versions/1/stats")
+        self.assertEqual(status, 200, answer)
+        s = json.loads(answer)["model_stats"]
+        self.assertEqual([m["name"] for m in s], ["Roll"])
+        self.assertGreaterEqual(s[0]["inference_count"], 1)
+        self.assertGreaterEqual(s[0]["inference_stats"]["success"]["count"], 1)
+        self.assertGreater(s[0]["last_inference"], 0)
+        status, _, answer = call(self.conn, "GET", "/v2/models/stats")
+        self.assertEqual(len(json.loads(answer)["model_stats"]), 4)
+        self.assertEqual(call(self.conn, "GET", "/v2/models/Nope/stats")[0], 404)
+
+    def test_shared_memory_off(self):
+        status, _, answer = call(self.conn, "POST", "/v2/systemsharedmemory/region/r/register",
+                                 json.dumps({"key": "/x", "offset": 0, "byte_size": 8}))
+        self.assertEqual(status, 501, answer)
+        self.assertEqual(call(self.conn, "GET", "/v2/systemsharedmemory/status")[2], b"[]")
+
+    def test_shared_memory(self):
+        server = Server("--shared_memory=system")
+        conn = server.conn()
+        try:
+            a = np.arange(12, dtype=np.float32).reshape(3, 4)
+            shm = shared_memory.SharedMemory(create=True, size=2 * a.nbytes)
+            try:
+                np.ndarray(a.shape, a.dtype, buffer=shm.buf)[:] = a
+                key = "/" + shm.name.lstrip("/")
+                status, _, answer = call(conn, "POST", "/v2/systemsharedmemory/region/r1/register",
+                                         json.dumps({"key": key, "offset": 0,
+                                                     "byte_size": 2 * a.nbytes}))
+                self.assertEqual(status, 200, answer)
+                status, _, answer = call(conn, "GET", "/v2/systemsharedmemory/region/r1/status")
+                self.assertEqual(json.loads(answer), [{"name": "r1", "key": key, "offset": 0,
+                                                       "byte_size": 2 * a.nbytes}])
+                req = {"inputs": [
+                    {"name": "data", "shape": [3, 4], "datatype": "FP32",
+                     "parameters": {"shared_memory_region": "r1",
+                                    "shared_memory_byte_size": a.nbytes}},
+                    {"name": "shift", "shape": [1], "datatype": "INT64", "data": [1]},
+                    {"name": "axes", "shape": [1], "datatype": "INT64", "data": [1]}],
+                    "outputs": [{"name": "output", "parameters": {
+                        "shared_memory_region": "r1", "shared_memory_offset": a.nbytes,
+                        "shared_memory_byte_size": a.nbytes}}]}
+                status, _, answer = call(conn, "POST", "/v2/models/Roll/infer", json.dumps(req))
+                self.assertEqual(status, 200, answer)
+                out = json.loads(answer)["outputs"][0]
+                self.assertNotIn("data", out)
+                got = np.ndarray(a.shape, a.dtype, buffer=shm.buf, offset=a.nbytes).copy()
+                self.check(got, np.roll(a, 1, axis=1), "shm output")
+                req["inputs"][0]["parameters"]["shared_memory_region"] = "nope"
+                status, _, answer = call(conn, "POST", "/v2/models/Roll/infer", json.dumps(req))
+                self.assertEqual(status, 404, answer)
+                self.assertIn("nope", json.loads(answer)["error"])
+                status, _, _ = call(conn, "POST", "/v2/systemsharedmemory/region/r1/unregister")
+                self.assertEqual(status, 200)
+                self.assertEqual(call(conn, "GET", "/v2/systemsharedmemory/status")[2], b"[]")
+            finally:
+                shm.close()
+                shm.unlink()
+        finally:
+            conn.close()
+            self.assertEqual(server.stop(), 0)
+
     def test_zz_drain(self):
         server = Server()
         conn = server.conn()
@@ -465,4 +534,4 @@ class RestClientTest(unittest.TestCase):
 
 if __name__ == "__main__":
     warnings.simplefilter("ignore", ResourceWarning)
-    unittest.main(argv=sys.argv[:1], verbosity=1)
+    unittest.main(argv=sys.argv[:1], verbosity=1, warnings="ignore")
