@@ -251,7 +251,12 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
   s->server_->GetHealthCheckService()->SetServingStatus(kServiceName, true);
   // The Open Inference Protocol's service too (its ServerReady agrees).
   s->server_->GetHealthCheckService()->SetServingStatus("inference.GRPCInferenceService", true);
-  if (options.http_port >= 0) {
+  if (options.http_port >= 0 && !options.tls_cert_file.empty()) {
+    // The HTTP door has no TLS yet: it stays off rather than take bearer
+    // tokens and tensors in the clear beside a TLS gRPC port.
+    Log(LogLevel::kWarning,
+        "HTTP/REST is off: it has no TLS yet and --tls_cert_file is set (use gRPC)");
+  } else if (options.http_port >= 0) {
     HttpServer::Options http_options;
     http_options.host = options.http_host;
     http_options.port = options.http_port;

@@ -55,7 +55,8 @@ ABSL_FLAG(std::string, http_host, tensorops::ServerOptions().http_host,
           "tensor extension).");
 ABSL_FLAG(int, http_port, 8000,
           "Port of the Open Inference Protocol over HTTP/REST; 0 picks a free port, -1 "
-          "disables it. Its body limit is --max_message_bytes.");
+          "disables it. Its body limit is --max_message_bytes. Plaintext only: off when "
+          "--tls_cert_file is set.");
 ABSL_FLAG(absl::Duration, drain_timeout, tensorops::ServerOptions().drain_timeout,
           "On SIGTERM/SIGINT: how long admitted requests may take to finish before queued "
           "ones are dropped with UNAVAILABLE.");

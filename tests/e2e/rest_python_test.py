@@ -21,6 +21,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import unittest
 import warnings
 from multiprocessing import shared_memory
@@ -509,6 +510,54 @@ class RestClientTest(unittest.TestCase):
         finally:
             conn.close()
             self.assertEqual(server.stop(), 0)
+
+    def test_bearer_token(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".token") as f:
+            f.write("s3cret\n")
+            f.flush()
+            server = Server(f"--auth_token_file={f.name}")
+        conn = server.conn()
+        try:
+            self.assertEqual(call(conn, "GET", "/v2/health/ready")[0], 200)  # open
+            status, _, answer = call(conn, "GET", "/v2/models/Roll")
+            self.assertEqual(status, 401, answer)
+            self.assertIn("Bearer", json.loads(answer)["error"])
+            status, _, _ = call(conn, "GET", "/v2/models/Roll", None,
+                                {"Authorization": "Bearer wrong"})
+            self.assertEqual(status, 401)
+            body, headers = infer_body([("data", np.arange(3, dtype=np.int8)),
+                                        ("shift", np.array([1], np.int64)),
+                                        ("axes", np.array([0], np.int64))])
+            self.assertEqual(self.infer("Roll", body, headers, conn)[0], 401)
+            headers["Authorization"] = "Bearer s3cret"
+            status, h, answer = self.infer("Roll", body, headers, conn)
+            self.assertEqual(status, 200, answer)
+            self.check(decode_answer(status, h, answer)[1][0], np.array([2, 0, 1], np.int8), "token")
+        finally:
+            conn.close()
+            self.assertEqual(server.stop(), 0)
+
+    def test_pipelined_and_expect_continue(self):
+        with socket.create_connection(("127.0.0.1", self.server.http_port), timeout=10) as s:
+            s.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n"
+                      b"GET /v2/models/Nope HTTP/1.1\r\nHost: x\r\n\r\n"
+                      b"GET /v2/health/ready HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            data = b""
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        statuses = re.findall(rb"HTTP/1.1 (\d+)", data)
+        self.assertEqual(statuses, [b"200", b"404", b"200"], data)
+        body = b'{"inputs":[]}'
+        with socket.create_connection(("127.0.0.1", self.server.http_port), timeout=10) as s:
+            s.sendall(b"POST /v2/models/Roll/infer HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                      b"Content-Length: %d\r\n\r\n" % len(body))
+            self.assertTrue(s.recv(4096).startswith(b"HTTP/1.1 100"))
+            s.sendall(body)
+            answer = s.recv(65536)
+        self.assertTrue(answer.startswith(b"HTTP/1.1 400"), answer)
 
     def test_zz_drain(self):
         server = Server()
