@@ -142,20 +142,28 @@ double RoundToPrecision(double x, int bits, int min_exp) {
   return std::ldexp(std::nearbyint(std::ldexp(x, shift)), -shift);
 }
 
+// A double already rounded to float precision (or fewer bits), as a float:
+// beyond FLT_MAX is infinity (a plain cast would be undefined behaviour).
+float NarrowToFloat(double r) {
+  if (std::isfinite(r) && std::fabs(r) > std::numeric_limits<float>::max()) {
+    return std::signbit(r) ? -std::numeric_limits<float>::infinity()
+                           : std::numeric_limits<float>::infinity();
+  }
+  return static_cast<float>(r);
+}
+
+// binary32: 24 significant bits, min normal 2^-126; round to nearest even.
+float DoubleToFloat(double x) { return NarrowToFloat(RoundToPrecision(x, 24, -126)); }
+
 uint16_t DoubleToHalf(double x) {
   // binary16: 11 significant bits, min normal 2^-14; beyond 65504 after
   // rounding is infinity (FloatToHalf of the exact float does that).
-  return FloatToHalf(static_cast<float>(RoundToPrecision(x, 11, -14)));
+  return FloatToHalf(NarrowToFloat(RoundToPrecision(x, 11, -14)));
 }
 uint16_t DoubleToBFloat16(double x) {
   // bfloat16: 8 significant bits, min normal 2^-126. The rounded value is a
   // float (or beyond FLT_MAX: infinity).
-  const double r = RoundToPrecision(x, 8, -126);
-  if (std::isfinite(r) && std::fabs(r) > std::numeric_limits<float>::max()) {
-    return FloatToBFloat16(std::signbit(r) ? -std::numeric_limits<float>::infinity()
-                                           : std::numeric_limits<float>::infinity());
-  }
-  return FloatToBFloat16(static_cast<float>(r));
+  return FloatToBFloat16(NarrowToFloat(RoundToPrecision(x, 8, -126)));
 }
 
 template <typename T>
@@ -271,7 +279,7 @@ absl::StatusOr<std::string> ConvertData(const rapidjson::Value& data, DType dtyp
         }
         const double d = v.GetDouble();
         if (dtype == DType::kFloat32) {
-          const float f = static_cast<float>(d);
+          const float f = DoubleToFloat(d);
           std::memcpy(dst + 4 * i, &f, 4);
         } else if (dtype == DType::kFloat64) {
           std::memcpy(dst + 8 * i, &d, 8);

@@ -306,6 +306,21 @@ class RestClientTest(unittest.TestCase):
             _, arrays = decode_answer(status, h, body)
             self.check(arrays[0], np.roll(a, 1), datatype(a))
 
+    def test_rounding_into_narrow_types(self):
+        # Read as the nearest double, then rounded to nearest even into the type.
+        values = [1e300, -1e300, 3.4028235677973366e38, 70000.0, 1.00048828125, 1e-50,
+                  0.1, 2.0**-149 * 0.5, 2.0**-149 * 0.75]
+        for dt, want in (("FP32", np.array(values).astype(np.float32)),
+                         ("FP16", np.array(values).astype(np.float16))):
+            req = {"inputs": [{"name": "data", "shape": [len(values)], "datatype": dt,
+                               "data": values},
+                              {"name": "shift", "shape": [1], "datatype": "INT64", "data": [0]},
+                              {"name": "axes", "shape": [1], "datatype": "INT64", "data": [0]}],
+                   "parameters": {"binary_data_output": True}}
+            status, h, body = self.infer("Roll", json.dumps(req), {})
+            self.assertEqual(status, 200, body)
+            self.check(decode_answer(status, h, body)[1][0], want, dt)
+
     def test_metadata_health_ready_index(self):
         self.assertEqual(call(self.conn, "GET", "/v2/health/live")[0], 200)
         status, _, body = call(self.conn, "GET", "/v2/health/ready")
