@@ -152,8 +152,13 @@ float NarrowToFloat(double r) {
   return static_cast<float>(r);
 }
 
-// binary32: 24 significant bits, min normal 2^-126; round to nearest even.
-float DoubleToFloat(double x) { return NarrowToFloat(RoundToPrecision(x, 24, -126)); }
+// binary32: the hardware's conversion rounds to nearest even within the
+// float range; beyond it (where a cast is undefined) round by hand: just
+// above FLT_MAX may still round down to it.
+float DoubleToFloat(double x) {
+  if (!(std::fabs(x) > std::numeric_limits<float>::max())) return static_cast<float>(x);
+  return NarrowToFloat(RoundToPrecision(x, 24, -126));
+}
 
 uint16_t DoubleToHalf(double x) {
   // binary16: 11 significant bits, min normal 2^-14; beyond 65504 after
