@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the README's curl cookbook (its ```bash blocks) verbatim against
+# Runs the README's curl cookbook (its ```bash and ```python blocks) verbatim against
 # tensorops-server on a free 127.0.0.1 port (localhost:8000 in the text
 # becomes that port), in a scratch directory, and compares each block's
 # output with its "# expect: " lines. Stops the server by PID.
@@ -19,17 +19,22 @@ for _ in $(seq 1 100); do
 done
 [ -n "$port" ] || { echo "server did not start:"; cat "$work/log"; exit 1; }
 # One file per ```bash block.
+# ```python blocks (the standard library only) run with python3.
 awk -v dir="$work" '
-  /^```bash$/ { n++; inside = 1; next }
+  /^```bash$/ { n++; inside = 1; ext = ".sh"; next }
+  /^```python$/ { n++; inside = 1; ext = ".py"; next }
   /^```$/ { inside = 0; next }
-  inside { print > (dir "/block" n ".sh") }' "$readme"
-blocks=$(ls "$work"/block*.sh 2>/dev/null | wc -l)
-[ "$blocks" -ge 3 ] || { echo "found $blocks curl blocks in $readme, want 3+"; exit 1; }
+  inside { print > (dir "/block" n ext) }' "$readme"
+blocks=$(ls "$work"/block*.sh "$work"/block*.py 2>/dev/null | wc -l)
+[ "$blocks" -ge 4 ] || { echo "found $blocks cookbook blocks in $readme, want 4+"; exit 1; }
 failed=0
-for f in "$work"/block*.sh; do
-  sed -i "s/localhost:8000/127.0.0.1:$port/g" "$f"
+for f in "$work"/block*.sh "$work"/block*.py; do
+  sed -i "s/localhost:8000/127.0.0.1:$port/g; s/\"localhost\", 8000/\"127.0.0.1\", $port/g" "$f"
   want=$(sed -n 's/^# expect: //p' "$f")
-  got=$(cd "$work" && bash "$f" 2>&1)
+  case "$f" in
+    *.py) got=$(cd "$work" && /usr/bin/python3 "$f" 2>&1) ;;
+    *) got=$(cd "$work" && bash "$f" 2>&1) ;;
+  esac
   if [ "$got" != "$want" ]; then
     echo "FAIL $(basename "$f"):"; cat "$f"; echo "--- got:"; echo "$got"; echo "--- want:"; echo "$want"
     failed=1
