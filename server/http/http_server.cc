@@ -415,7 +415,8 @@ void HttpServer::Handle(evhttp_request* req) {
 
   // Everything else: the bearer token and the drain gate.
   const std::optional<std::string> authorization = Header(req, "Authorization");
-  const absl::string_view auth_view = authorization.value_or("");
+  const std::string auth_value = authorization.value_or("");
+  const absl::string_view auth_view = auth_value;
   if (absl::Status gate = pipeline_->Gate(authorization.has_value() ? &auth_view : nullptr);
       !gate.ok()) {
     return SendError(req, gate);

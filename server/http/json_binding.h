@@ -80,7 +80,6 @@ class JsonInferResponse final : public InferResponseWriter {
     std::string data;
   };
   std::string model_, version_, id_;
-  bool has_id_ = false;
   std::vector<Output> outputs_;
 };
 
