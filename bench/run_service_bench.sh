@@ -128,7 +128,7 @@ start_server() {
 }
 
 start_servers() {
-  start_server tensorops env ${TENV[@]+"${TENV[@]}"} "$TENSOROPS_SERVER" --host=127.0.0.1 --port=0 --metrics_port=0 \
+  start_server tensorops env ${TENV[@]+"${TENV[@]}"} "$TENSOROPS_SERVER" --host=127.0.0.1 --port=0 --metrics_port=0 --http_port=-1 \
     --max_message_bytes=$MAX_MSG --log_level=warning
   T_PID=$SERVER_PID T_PORT=$SERVER_PORT
   start_server echo "$ECHO_SERVER" --host=127.0.0.1 --port=0 --max_message_bytes=$MAX_MSG

@@ -67,7 +67,7 @@ start_server() {  # start_server NAME CMD... -> sets PORT from "listening on HOS
   cat "$WORK/$name.err" >&2
   exit 1
 }
-start_server tensorops "$BUILD/server/tensorops-server" --host=127.0.0.1 --port=0 --metrics_port=0 --log_level=warning
+start_server tensorops "$BUILD/server/tensorops-server" --host=127.0.0.1 --port=0 --metrics_port=0 --http_port=-1 --log_level=warning
 T_PORT=$PORT
 start_server echo "$BUILD/bench/echo_server" --host=127.0.0.1 --port=0
 E_PORT=$PORT

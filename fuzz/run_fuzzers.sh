@@ -20,7 +20,8 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 
 status=0
-for target in fuzz_execute_bytes fuzz_execute_structured fuzz_execute_stream fuzz_model_infer; do
+for target in fuzz_execute_bytes fuzz_execute_structured fuzz_execute_stream fuzz_model_infer \
+    fuzz_rest_infer; do
   bin=$BUILD_DIR/fuzz/$target
   if [ ! -x "$bin" ]; then
     echo "run_fuzzers: $bin is missing (configure with -DTENSOROPS_FUZZ=ON and build it)" >&2

@@ -264,6 +264,22 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
   s->server_->GetHealthCheckService()->SetServingStatus(kServiceName, true);
   // The Open Inference Protocol's service too (its ServerReady agrees).
   s->server_->GetHealthCheckService()->SetServingStatus("inference.GRPCInferenceService", true);
+  if (options.http_port >= 0 && !options.tls_cert_file.empty()) {
+    // The HTTP door has no TLS yet: it stays off rather than take bearer
+    // tokens and tensors in the clear beside a TLS gRPC port.
+    Log(LogLevel::kWarning,
+        "HTTP/REST is off: it has no TLS yet and --tls_cert_file is set (use gRPC)");
+  } else if (options.http_port >= 0) {
+    HttpServer::Options http_options;
+    http_options.host = options.http_host;
+    http_options.port = options.http_port;
+    http_options.max_body_bytes = options.max_message_bytes;
+    http_options.tokens_required = !options.auth_token.empty();
+    absl::StatusOr<std::unique_ptr<HttpServer>> http =
+        HttpServer::Start(s->pipeline_.get(), s->shm_.get(), http_options);
+    if (!http.ok()) return http.status();
+    s->http_ = *std::move(http);
+  }
   return s;
 }
 
@@ -291,6 +307,9 @@ void TensorOpsServer::Shutdown() {
     admission_->WaitIdle(absl::Now() + kAbortedCallsWait);
   }
   absl::SleepFor(kAnnounceNotServing - (absl::Now() - drain_start));
+  // Every admitted HTTP answer has left (the drain waited for its ticket):
+  // stop the HTTP door with the transport.
+  if (http_ != nullptr) http_->Stop();
   // 3. End the transport before gRPC's own shutdown (server/server_sockets.h):
   // the listener refuses new connections and each connection gets a FIN, so
   // a call that arrives from now on fails at the transport, which the client

@@ -23,6 +23,7 @@
 #include "server/core/metrics.h"
 #include "server/grpc/inference_service.h"
 #include "server/grpc/service.h"
+#include "server/http/http_server.h"
 #include "server/oip/shm_registry.h"
 #include "wire/limits.h"
 
@@ -51,6 +52,11 @@ struct ServerOptions {
   int64_t max_message_bytes = kDefaultMaxMessageBytes;
   std::string metrics_host = "127.0.0.1";
   int metrics_port = 9464;  // 0 picks a free port; -1 disables the endpoint
+  // The Open Inference Protocol over HTTP/REST (server/http/). Off here so
+  // that embedders and in-process tests never collide on a fixed port;
+  // tensorops-server's --http_port defaults to 8000.
+  std::string http_host = "127.0.0.1";
+  int http_port = -1;  // 0 picks a free port; -1 disables it; off with TLS (no TLS yet)
   absl::Duration drain_timeout = absl::Seconds(10);
   bool access_log = false;
   int64_t min_parallel_bytes = kDefaultMinParallelBytes;
@@ -98,7 +104,8 @@ class TensorOpsServer {
   ~TensorOpsServer();
 
   int port() const { return port_; }
-  int metrics_port() const { return metrics_port_; }  // -1 when disabled
+  int metrics_port() const { return metrics_port_; }                       // -1 when disabled
+  int http_port() const { return http_ != nullptr ? http_->port() : -1; }  // -1 when disabled
   int threads() const { return pool_->num_threads(); }
 
   // Graceful stop: health turns NOT_SERVING, new requests get UNAVAILABLE,
@@ -121,6 +128,7 @@ class TensorOpsServer {
   std::unique_ptr<ShmRegistry> shm_;
   std::unique_ptr<InferenceService> inference_service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<HttpServer> http_;
   int port_ = 0;
   // Where --listen added transports (the drain shuts them like port_).
   std::vector<int> extra_tcp_ports_;

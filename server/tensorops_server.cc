@@ -61,6 +61,13 @@ ABSL_FLAG(std::string, metrics_host, tensorops::ServerOptions().metrics_host,
           "Address of the Prometheus /metrics endpoint.");
 ABSL_FLAG(int, metrics_port, tensorops::ServerOptions().metrics_port,
           "Port of the Prometheus /metrics endpoint; 0 picks a free port, -1 disables it.");
+ABSL_FLAG(std::string, http_host, tensorops::ServerOptions().http_host,
+          "Address of the Open Inference Protocol over HTTP/REST (KServe v2, Triton's binary "
+          "tensor extension).");
+ABSL_FLAG(int, http_port, 8000,
+          "Port of the Open Inference Protocol over HTTP/REST; 0 picks a free port, -1 "
+          "disables it. Its body limit is --max_message_bytes. Plaintext only: off when "
+          "--tls_cert_file is set.");
 ABSL_FLAG(absl::Duration, drain_timeout, tensorops::ServerOptions().drain_timeout,
           "On SIGTERM/SIGINT: how long admitted requests may take to finish before queued "
           "ones are dropped with UNAVAILABLE.");
@@ -226,6 +233,8 @@ int main(int argc, char** argv) {
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.metrics_host = absl::GetFlag(FLAGS_metrics_host);
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  options.http_host = absl::GetFlag(FLAGS_http_host);
+  options.http_port = absl::GetFlag(FLAGS_http_port);
   options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   options.access_log = absl::GetFlag(FLAGS_access_log);
   options.min_parallel_bytes = absl::GetFlag(FLAGS_min_parallel_bytes);
@@ -272,6 +281,10 @@ int main(int argc, char** argv) {
   if ((*server)->metrics_port() >= 0) {
     std::printf("tensorops-server metrics on http://%s:%d/metrics\n", options.metrics_host.c_str(),
                 (*server)->metrics_port());
+  }
+  if ((*server)->http_port() >= 0) {
+    std::printf("tensorops-server http on http://%s:%d\n", options.http_host.c_str(),
+                (*server)->http_port());
   }
   std::fflush(stdout);
   const auto how = [](int64_t flag) { return flag == -1 ? " (derived)" : " (flag)"; };

@@ -37,6 +37,7 @@ ByteFieldNames AccessLogFields(CallMethod method) {
       return {"received_bytes", "sent_bytes"};
     case CallMethod::kModelInfer:
     case CallMethod::kModelStreamInfer:
+    case CallMethod::kRest:
       return {"request_bytes", "response_bytes"};
   }
   return {"bytes_in", "bytes_out"};
@@ -65,14 +66,22 @@ absl::Status CallPipeline::Gate(const grpc::CallbackServerContext& ctx) {
   if (ctx.client_metadata().count("grpc-previous-rpc-attempts") > 0) {
     metrics_->RecordRetriedCall();
   }
+  if (expected_authorization_.empty()) return Gate(nullptr);
+  const auto& metadata = ctx.client_metadata();
+  auto it = metadata.find("authorization");
+  if (it == metadata.end()) {
+    return absl::UnauthenticatedError("missing \"authorization: Bearer <token>\" metadata");
+  }
+  const absl::string_view given(it->second.data(), it->second.size());
+  return Gate(&given);
+}
+
+absl::Status CallPipeline::Gate(const absl::string_view* authorization) {
   if (!expected_authorization_.empty()) {
-    const auto& metadata = ctx.client_metadata();
-    auto it = metadata.find("authorization");
-    if (it == metadata.end()) {
-      return absl::UnauthenticatedError("missing \"authorization: Bearer <token>\" metadata");
+    if (authorization == nullptr) {
+      return absl::UnauthenticatedError("missing \"authorization: Bearer <token>\"");
     }
-    if (!ConstantTimeEquals(absl::string_view(it->second.data(), it->second.size()),
-                            expected_authorization_)) {
+    if (!ConstantTimeEquals(*authorization, expected_authorization_)) {
       // Never echo what was sent or expected.
       return absl::UnauthenticatedError("invalid bearer token");
     }
@@ -86,6 +95,17 @@ Call::Call(CallPipeline* pipeline, CallMethod method, grpc::CallbackServerContex
     : pipeline_(pipeline),
       method_(method),
       ctx_(ctx),
+      finish_rpc_(std::move(finish_rpc)),
+      start_(absl::Now()),
+      op_index_(pipeline->metrics_->unknown_op_index()) {}
+
+Call::Call(CallPipeline* pipeline, CallMethod method, std::optional<std::string> authorization,
+           absl::Time deadline, FinishRpc finish_rpc)
+    : pipeline_(pipeline),
+      method_(method),
+      ctx_(nullptr),
+      authorization_(std::move(authorization)),
+      deadline_(deadline),
       finish_rpc_(std::move(finish_rpc)),
       start_(absl::Now()),
       op_index_(pipeline->metrics_->unknown_op_index()) {}
@@ -125,7 +145,12 @@ void Call::EndUnary(const absl::Status& status) {
   Finish(status, request_bytes_, bytes_out);  // may delete this Call: nothing after it
 }
 
-absl::Status Call::Open() { return pipeline_->Gate(*ctx_); }
+absl::Status Call::Open() {
+  if (ctx_ != nullptr) return pipeline_->Gate(*ctx_);
+  if (!authorization_.has_value()) return pipeline_->Gate(nullptr);
+  const absl::string_view given(*authorization_);
+  return pipeline_->Gate(&given);
+}
 
 void Call::SetOp(absl::string_view requested, const OpDef* def) {
   op_text_ = std::string(requested.substr(0, 64));
@@ -182,12 +207,14 @@ absl::Status Call::CheckDrop() {
     return absl::UnavailableError("server is shutting down; the request was not run");
   }
   // Checked before IsCancelled: gRPC also cancels a call whose deadline passed.
-  if (ctx_->deadline() < std::chrono::system_clock::now()) {
+  const bool deadline_passed = ctx_ != nullptr ? ctx_->deadline() < std::chrono::system_clock::now()
+                                               : deadline_ < absl::Now();
+  if (deadline_passed) {
     metrics->RecordDropped(op_index_, Metrics::DropReason::kDeadline);
     return absl::DeadlineExceededError(
         "deadline passed while the request was queued; it was not run");
   }
-  if (ctx_->IsCancelled()) {
+  if (ctx_ != nullptr && ctx_->IsCancelled()) {
     metrics->RecordDropped(op_index_, Metrics::DropReason::kCancelled);
     return absl::CancelledError("request cancelled before it ran");
   }

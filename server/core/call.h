@@ -51,6 +51,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -109,6 +110,9 @@ class CallPipeline {
   // The bearer token (UNAUTHENTICATED), then the drain gate (UNAVAILABLE).
   // For calls outside the Call lifecycle (ListOps) as for those inside it.
   absl::Status Gate(const grpc::CallbackServerContext& ctx);
+  // The same gate for a door without gRPC metadata (HTTP): `authorization`
+  // is the caller's Authorization value, or null when it sent none.
+  absl::Status Gate(const absl::string_view* authorization);
 
   // Drain, step 1: new calls are refused with UNAVAILABLE from now on.
   void StartDraining() { draining_.store(true); }
@@ -190,6 +194,12 @@ class Call {
   // Owned by the front door's reactor and destroyed in its OnDone.
   Call(CallPipeline* pipeline, CallMethod method, grpc::CallbackServerContext* ctx,
        FinishRpc finish_rpc);
+  // A call of a door without a gRPC context (HTTP): `authorization` is the
+  // caller's Authorization value (empty optional: none sent), `deadline`
+  // when a queued call is dropped (absl::InfiniteFuture(): never). Such a
+  // call is never cancelled; context() is null.
+  Call(CallPipeline* pipeline, CallMethod method, std::optional<std::string> authorization,
+       absl::Time deadline, FinishRpc finish_rpc);
   Call(const Call&) = delete;
   Call& operator=(const Call&) = delete;
 
@@ -240,6 +250,9 @@ class Call {
   CallPipeline* const pipeline_;
   const CallMethod method_;
   grpc::CallbackServerContext* const ctx_;
+  // Without ctx_: the caller's Authorization value and deadline.
+  const std::optional<std::string> authorization_;
+  const absl::Time deadline_ = absl::InfiniteFuture();
   FinishRpc finish_rpc_;
   const absl::Time start_;
   int op_index_;

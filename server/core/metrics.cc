@@ -90,6 +90,8 @@ constexpr std::array<MethodRow, kNumCallMethods> kMethods = {{
     {CallMethod::kModelInfer, "ModelInfer", BytesKind::kMessageSizes},
     // One call per request message of the stream.
     {CallMethod::kModelStreamInfer, "ModelStreamInfer", BytesKind::kMessageSizes},
+    // POST /v2/models/{m}/infer: body and answer sizes.
+    {CallMethod::kRest, "REST", BytesKind::kMessageSizes},
 }};
 constexpr bool MethodsInOrder() {
   for (int i = 0; i < kNumCallMethods; ++i) {

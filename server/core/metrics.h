@@ -29,8 +29,14 @@ namespace tensorops {
 // The front doors of the service: the `method` label of per-call metrics and
 // the index of their metric children. A new front door adds a value here and
 // a row to kMethods in metrics.cc.
-enum class CallMethod { kExecute = 0, kExecuteStream = 1, kModelInfer = 2, kModelStreamInfer = 3 };
-inline constexpr int kNumCallMethods = 4;
+enum class CallMethod {
+  kExecute = 0,
+  kExecuteStream = 1,
+  kModelInfer = 2,
+  kModelStreamInfer = 3,
+  kRest = 4,  // the Open Inference Protocol's infer over HTTP (server/http/)
+};
+inline constexpr int kNumCallMethods = 5;
 // "Execute", "ExecuteStream" (the gRPC method name).
 const char* CallMethodName(CallMethod method);
 

@@ -26,7 +26,7 @@ cmake -S "$example_dir" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/pre
 cmake --build "$work/build" -j2 >"$work/build.log"
 echo "example configured and built in $(( $(date +%s) - start )) s"
 
-"$server" --host=127.0.0.1 --port=0 --metrics_port=0 >"$work/server.out" 2>"$work/server.err" &
+"$server" --host=127.0.0.1 --port=0 --metrics_port=0 --http_port=-1 >"$work/server.out" 2>"$work/server.err" &
 server_pid=$!
 port=
 for _ in $(seq 200); do

@@ -286,15 +286,15 @@ TEST_F(SecurityTest, BadSecurityFlagsStopTheServer) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.flags);
-    Result r =
-        Shell(absl::StrCat("timeout 10 '", kServer, "' --port=0 --metrics_port=-1 ", c.flags));
+    Result r = Shell(absl::StrCat("timeout 10 '", kServer,
+                                  "' --port=0 --metrics_port=-1 --http_port=-1 ", c.flags));
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_THAT(r.err, HasSubstr(c.reason));
   }
   // The token never reaches the logs.
   Result r = Shell(absl::StrCat("timeout 10 '", kServer,
-                                "' --port=0 --metrics_port=-1 --auth_token_file=", Path("token"),
-                                " --tls_cert=", Path("server.pem")));
+                                "' --port=0 --metrics_port=-1 --http_port=-1 --auth_token_file=",
+                                Path("token"), " --tls_cert=", Path("server.pem")));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, Not(HasSubstr(kToken)));
 }

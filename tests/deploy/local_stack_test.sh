@@ -64,7 +64,7 @@ free_port() {
 # --- three replicas ---------------------------------------------------------
 GRPC_PORTS=() METRICS_PORTS=() SERVER_PIDS=()
 for i in 1 2 3; do
-  "$SERVER" --host=127.0.0.1 --port=0 --metrics_port=0 --threads=1 --drain_timeout=5s \
+  "$SERVER" --host=127.0.0.1 --port=0 --metrics_port=0 --http_port=-1 --threads=1 --drain_timeout=5s \
     >"$W/server$i.out" 2>"$W/server$i.err" &
   SERVER_PIDS+=($!); PIDS+=($!)
 done

@@ -207,9 +207,11 @@ PY
 IFS=$'\x1f' read -r -a HC < <(sed -n 1p "$W/docker_cmd")
 IFS=$'\x1f' read -r -a RUN < <(sed -n 2p "$W/docker_cmd")
 [ "${HC[0]}" = tensorops ] && [ "${RUN[0]}" = tensorops-server ] || fail "HEALTHCHECK/ENTRYPOINT programs"
-args=()
+# --http_port=0 first: the image's HTTP door on a free port, not 8000.
+args=(--http_port=0)
 for a in "${RUN[@]:1}"; do
   case "$a" in
+    --http_port=*) args+=(--http_port=0) ;;
     --host=0.0.0.0) args+=(--host=127.0.0.1) ;;
     --metrics_host=0.0.0.0) args+=(--metrics_host=127.0.0.1) ;;
     --port=*) args+=(--port=0) ;;

@@ -12,7 +12,7 @@ if [ ! -f "$gl/node_modules/@grpc/grpc-js/package.json" ]; then
   exit 77
 fi
 log=$(mktemp)
-"$server" --host=127.0.0.1 --port=0 --metrics_port=0 "$@" >"$log" 2>&1 &
+"$server" --host=127.0.0.1 --port=0 --metrics_port=0 --http_port=-1 "$@" >"$log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -f "$log"' EXIT
 port=""

@@ -162,7 +162,7 @@ class Server:
     def __init__(self, *args):
         self.sock = os.path.join(tempfile.mkdtemp(prefix="oip-sock-"), "tensorops.sock")
         self.proc = subprocess.Popen(
-            [SERVER, "--host=127.0.0.1", "--port=0", "--metrics_port=-1",
+            [SERVER, "--host=127.0.0.1", "--port=0", "--metrics_port=-1", "--http_port=-1",
              f"--listen=unix:{self.sock}", *args], stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         m = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)

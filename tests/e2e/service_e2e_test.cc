@@ -1075,11 +1075,11 @@ TEST(ServiceE2ETest, HelpListsEveryFlag) {
   size_t n;
   while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
   pclose(pipe);  // abseil decides the exit code; only the text matters
-  for (const char* flag :
-       {"--host", "--port", "--threads", "--max_queue", "--max_inflight_bytes",
-        "--max_message_bytes", "--metrics_host", "--metrics_port", "--drain_timeout",
-        "--access_log", "--log_level", "--min_parallel_bytes", "--max_rank",
-        "--max_tensor_elements", "--max_tensor_bytes", "--max_request_bytes"}) {
+  for (const char* flag : {"--host", "--port", "--threads", "--max_queue", "--max_inflight_bytes",
+                           "--max_message_bytes", "--metrics_host", "--metrics_port",
+                           "--drain_timeout", "--access_log", "--log_level", "--min_parallel_bytes",
+                           "--max_rank", "--max_tensor_elements", "--max_tensor_bytes",
+                           "--max_request_bytes", "--http_host", "--http_port"}) {
     EXPECT_THAT(out, HasSubstr(std::string(flag) + " ")) << flag;
   }
 }

@@ -64,7 +64,9 @@ absl::Status ServerProcess::Start(const std::string& binary,
                                   const std::vector<std::string>& extra_args) {
   int pipe_fds[2];
   if (pipe(pipe_fds) != 0) return absl::InternalError("pipe failed");
-  std::vector<std::string> args = {binary, "--host=127.0.0.1", "--port=0"};
+  // --http_port=-1 first (a later --http_port in extra_args wins): never the
+  // default 8000, which parallel tests would share.
+  std::vector<std::string> args = {binary, "--host=127.0.0.1", "--port=0", "--http_port=-1"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   bool metrics_disabled = false;
   for (const std::string& a : extra_args) {

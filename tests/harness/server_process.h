@@ -25,7 +25,7 @@ class ServerProcess {
   ServerProcess& operator=(const ServerProcess&) = delete;
   ~ServerProcess() { Stop(); }
 
-  // Runs `binary --host=127.0.0.1 --port=0 extra_args...` and waits (up to
+  // Runs `binary --host=127.0.0.1 --port=0 --http_port=-1 extra_args...` and waits (up to
   // 20 s) for "listening on 127.0.0.1:PORT". Then, unless extra_args contain
   // --metrics_port=-1, waits (up to 2 s more) for "metrics on
   // http://HOST:MPORT/metrics"; metrics_port() stays -1 without that line.
