@@ -8,6 +8,18 @@
 #include "kernels/strided_copy.h"
 
 namespace tensorops {
+namespace {
+
+// Time-major layout past the cache: output rows are written in blocks of
+// kColumnBlockRows (one batch column at a time within a block), and the
+// source block kPrefetchRows rows ahead in the same column is prefetched.
+// Chosen by measurement on the 256 MiB bench shapes (blocks of 16 and 64,
+// prefetch 0/4/8/16 tried; differences within the VM's noise except
+// prefetch 0 vs 4, see BENCHMARKS.md).
+constexpr int64_t kColumnBlockRows = 16;
+constexpr int64_t kPrefetchRows = 4;
+
+}  // namespace
 
 SequenceReversePlan::SequenceReversePlan(const Shape& shape, int64_t elem_width, int64_t batch_axis,
                                          int64_t seq_axis, std::vector<int64_t> lengths)
@@ -57,31 +69,36 @@ void SequenceReversePlan::RunRange(const void* in_v, void* out_v, int64_t begin,
                   (seq_len_ - len) * inner_bytes_, stream_);
       }
     } else if (stream_) {
-      // Layout [outer, seq, mid, batch, inner], output past the cache. Here
-      // unit u names an *input* row s: its block for batch i goes to output
-      // row len_i-1-s (s < len_i) or s. For each batch that map is a
-      // bijection on [0, seq), so units still write disjoint outputs and
-      // together all of it. Gathering by output row instead reads `batch`
-      // short runs from different rows, each a separate DRAM access the
-      // prefetcher does not follow (0.45-0.66x memcpy; 0.86x with software
-      // prefetch); reading every input row in order and streaming whole
-      // blocks to where they go keeps the reads sequential, and streaming
-      // stores do not care where whole lines land (1.35-1.38x,
-      // ../shared/perf-notes.md).
-      const int64_t s = a;
+      // Layout [outer, seq, mid, batch, inner], output past the cache. Row t
+      // of the output gathers one [inner] block per batch from `batch`
+      // different input rows; walking the output row by row keeps that many
+      // read streams going at once, each a few lines long, which the
+      // hardware prefetcher does not follow (0.2-0.5x memcpy). Instead walk
+      // one batch column at a time through a block of output rows: its source
+      // rows are consecutive (descending inside the reversed prefix), so the
+      // reads form one strided stream, helped by a software prefetch a few
+      // rows ahead; the writes are whole blocks with streaming stores.
+      const int64_t t0 = a;
+      const int64_t t1 = std::min({a_, t0 + kColumnBlockRows, end - o * a_});
       for (int64_t m = 0; m < mid_; ++m) {
-        const char* src = in + ((o * a_ + s) * mid_ + m) * row;
+        const char* in_m = in + (o * a_ * mid_ + m) * row;
         char* out_m = out + (o * a_ * mid_ + m) * row;
-        int64_t i = 0;
-        while (i < b_) {
-          const int64_t t = s < lengths_[i] ? lengths_[i] - 1 - s : s;
-          int64_t j = i + 1;
-          while (j < b_ && (s < lengths_[j] ? lengths_[j] - 1 - s : s) == t) ++j;
-          CopyBytes(out_m + t * mid_ * row + i * inner_bytes_, src + i * inner_bytes_,
-                    (j - i) * inner_bytes_, true);
-          i = j;
+        const int64_t t_step = mid_ * row;  // bytes from one time step to the next
+        for (int64_t i = 0; i < b_; ++i) {
+          const int64_t len = lengths_[i];
+          const int64_t col = i * inner_bytes_;
+          for (int64_t t = t0; t < t1; ++t) {
+            const int64_t tp = t + kPrefetchRows;
+            if (tp < a_) {
+              const char* p = in_m + (tp < len ? len - 1 - tp : tp) * t_step + col;
+              for (int64_t k = 0; k < inner_bytes_; k += 64) __builtin_prefetch(p + k);
+            }
+            const int64_t src_t = t < len ? len - 1 - t : t;
+            CopyBytes(out_m + t * t_step + col, in_m + src_t * t_step + col, inner_bytes_, true);
+          }
         }
       }
+      u += t1 - t0 - 1;  // the block covered units [u, u + t1 - t0)
     } else {
       // Layout [outer, seq, mid, batch, inner]: output row t of batch i comes
       // from sequence position len_i-1-t (t < len_i) or t. Neighbouring

@@ -27,10 +27,7 @@ class SequenceReversePlan {
                       std::vector<int64_t> lengths);
 
   void Run(const void* in, void* out) const { RunRange(in, out, 0, units()); }
-  // Does units [begin, end) of the outer x A index space: output rows, except
-  // for a time-major layout past the cache, where a unit is an input row
-  // scattered to its places. Either way different units write disjoint parts
-  // of the output and all units together write all of it.
+  // Writes the output for units [begin, end) of the outer x A index space.
   void RunRange(const void* in, void* out, int64_t begin, int64_t end) const;
   int64_t units() const { return outer_ * a_; }
   // Whether RunRange writes with streaming stores (streaming_store.h); it

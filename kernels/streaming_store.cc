@@ -41,13 +41,7 @@ void CopyBytes(void* dst_v, const void* src_v, int64_t n, bool stream) {
   auto* dst = static_cast<char*>(dst_v);
   const auto* src = static_cast<const char*>(src_v);
 #if defined(__x86_64__)
-  // Shorter copies stream only when they are whole lines (an aligned start
-  // and a length of whole lines, e.g. 256-byte blocks scattered into an
-  // aligned output): with partial lines at both ends, short streamed copies
-  // measured slower than plain ones.
-  if (stream &&
-      (n >= kMinStreamBytes ||
-       (n >= 64 && ((reinterpret_cast<uintptr_t>(dst) | static_cast<uintptr_t>(n)) & 63) == 0))) {
+  if (stream && n >= kMinStreamBytes) {
     // Ordinary stores up to the first 64-byte boundary of dst, then whole
     // lines with SSE2 streaming stores (baseline x86-64, and the copy is
     // bound by DRAM, not by the vector width), then the tail.
