@@ -50,7 +50,9 @@ const char* const kOps[] = {"Reverse", "ReverseSequence", "Roll", "onnx.ReverseS
 
 std::unique_ptr<testing::ServerProcess> StartServer(std::vector<std::string> args) {
   auto server = testing::StartTestServer(kServer, std::move(args));
-  if (server != nullptr) EXPECT_GT(server->metrics_port(), 0);
+  if (server != nullptr) {
+    EXPECT_GT(server->metrics_port(), 0);
+  }
   return server;
 }
 
