@@ -622,11 +622,14 @@ TEST_F(OipE2ETest, UnregisterWhileCallsUseTheRegion) {
   // and re-registers it: each call either finds the region (and its result is
   // right) or gets NOT_FOUND; nothing is unmapped under a call, the server
   // lives on and the gauge ends at the right count.
+  // Each caller writes its own output area (concurrent calls writing the
+  // same bytes would be the caller's own data race, which TSan reports).
   Start({"--shared_memory=system"});
-  ShmObject obj(8 << 20);
+  constexpr int kCallers = 3;
+  ShmObject obj(16 << 20);
   const int64_t bytes = 4 << 20;  // UINT8 [1024, 4096], Reverse along axis 0
   for (int64_t i = 0; i < bytes; ++i) obj.data()[i] = static_cast<char>(i / 4096);
-  ASSERT_TRUE(Register(stub_.get(), "r", obj.key(), 0, 8 << 20).ok());
+  ASSERT_TRUE(Register(stub_.get(), "r", obj.key(), 0, 16 << 20).ok());
   ModelInferRequest r;
   r.set_model_name("Reverse");
   (*r.mutable_parameters())["mode"].set_string_param("index");
@@ -641,21 +644,24 @@ TEST_F(OipE2ETest, UnregisterWhileCallsUseTheRegion) {
   axis->set_datatype("INT64");
   axis->add_shape(1);
   axis->mutable_contents()->add_int64_contents(0);
-  OutShm(&r, "output", "r", bytes, bytes);
 
   std::atomic<bool> stop{false};
   std::atomic<int> ok{0}, not_found{0}, other{0};
+  std::atomic<int> ok_of[kCallers] = {};
   std::vector<std::thread> callers;
-  for (int t = 0; t < 3; ++t) {
-    callers.emplace_back([&] {
+  for (int t = 0; t < kCallers; ++t) {
+    callers.emplace_back([&, t] {
+      ModelInferRequest mine = r;
+      OutShm(&mine, "output", "r", bytes * (1 + t), bytes);
       auto stub = GRPCInferenceService::NewStub(NewChannel(server_->address()));
       while (!stop.load()) {
         grpc::ClientContext ctx;
         SetDeadline(&ctx);
         ModelInferResponse out;
-        const grpc::Status st = stub->ModelInfer(&ctx, r, &out);
+        const grpc::Status st = stub->ModelInfer(&ctx, mine, &out);
         if (st.ok()) {
           ++ok;
+          ++ok_of[t];
         } else if (st.error_code() == grpc::StatusCode::NOT_FOUND) {
           ++not_found;
         } else {
@@ -671,17 +677,22 @@ TEST_F(OipE2ETest, UnregisterWhileCallsUseTheRegion) {
     inference::SystemSharedMemoryUnregisterResponse ur;
     ASSERT_TRUE(stub_->SystemSharedMemoryUnregister(&ctx, u, &ur).ok());
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    ASSERT_TRUE(Register(stub_.get(), "r", obj.key(), 0, 8 << 20).ok());
+    ASSERT_TRUE(Register(stub_.get(), "r", obj.key(), 0, 16 << 20).ok());
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   stop.store(true);
   for (auto& t : callers) t.join();
   EXPECT_GT(ok.load(), 0);
   EXPECT_EQ(other.load(), 0);
-  // The last call's output is complete: row i of the result is input row 1023 - i.
-  for (int64_t row : {int64_t{0}, int64_t{511}, int64_t{1023}}) {
-    EXPECT_EQ(static_cast<uint8_t>(obj.data()[bytes + row * 4096]),
-              static_cast<uint8_t>(1023 - row));
+  // Each caller's last OK call left a complete output: row i of the result
+  // is input row 1023 - i.
+  for (int t = 0; t < kCallers; ++t) {
+    if (ok_of[t].load() == 0) continue;
+    for (int64_t row : {int64_t{0}, int64_t{511}, int64_t{1023}}) {
+      EXPECT_EQ(static_cast<uint8_t>(obj.data()[bytes * (1 + t) + row * 4096]),
+                static_cast<uint8_t>(1023 - row))
+          << "caller " << t;
+    }
   }
   EXPECT_EQ(testing::ScrapeSample(server_->metrics_port(), "tensorops_shared_memory_regions"), 1);
   std::printf("calls: %d OK, %d NOT_FOUND\n", ok.load(), not_found.load());
