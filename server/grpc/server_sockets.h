@@ -38,7 +38,7 @@ struct ServedAddresses {
 // grpc::Server::Shutdown closes them.
 std::vector<int> ShutdownListeners(const ServedAddresses& served);
 
-// Shuts down (SHUT_RDWR) every other socket of this process whose local
+// Shuts down (SHUT_WR: see the .cc) every other socket of this process whose local
 // address is one of `served` (the accepted connections; `listeners` from
 // ShutdownListeners are skipped) and returns how many there were. Each gets
 // a FIN after its pending bytes, and gRPC closes it on the end of input that
