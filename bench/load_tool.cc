@@ -310,12 +310,20 @@ bool Prepare(Shared* sh, std::string* error) {
   }
   if (sh->is_oip) {
     // The same tensor and op as a ModelInfer: inputs by name, all raw.
+    // Input names as the ops declare them (docs/cookbook.md); attributes
+    // become request parameters.
+    const std::vector<const char*> names = o.op == "roll"
+                                               ? std::vector<const char*>{"data", "shift", "axes"}
+                                               : std::vector<const char*>{"data", "axis"};
     inference::ModelInferRequest& m = sh->infer_request;
     m.set_model_name(r.op());
+    for (const auto& [key, value] : r.attrs().fields()) {
+      (*m.mutable_parameters())[key].set_string_param(value.string_value());
+    }
     for (int i = 0; i < r.inputs_size(); ++i) {
       const v1::Tensor& t = r.inputs(i);
       auto* in = m.add_inputs();
-      in->set_name(i == 0 ? "data" : (o.op == "roll" ? (i == 1 ? "shift" : "axes") : "axis"));
+      in->set_name(names[static_cast<size_t>(i)]);
       in->set_datatype(i == 0 ? "FP32" : "INT64");
       for (int64_t d : t.shape()) in->add_shape(d);
       if (i == 0) {
@@ -325,7 +333,6 @@ bool Prepare(Shared* sh, std::string* error) {
         m.add_raw_input_contents(reinterpret_cast<const char*>(&v), sizeof(v));
       }
     }
-    if (o.op == "reverse") (*m.mutable_parameters())["mode"].set_string_param("index");
   }
   return true;
 }
