@@ -26,6 +26,8 @@ from multiprocessing import shared_memory
 
 import grpc
 import numpy as np
+from oip_numpy import (DATATYPE, from_raw, ref_reverse_index, ref_reverse_mask,
+                        ref_reverse_sequence)
 from grpc_tools import protoc
 
 SERVER, PROTO_DIR = sys.argv[1], sys.argv[2]
@@ -37,12 +39,6 @@ sys.path.insert(0, STUBS)
 from inference import grpc_service_pb2 as pb  # noqa: E402
 from inference import grpc_service_pb2_grpc as pb_grpc  # noqa: E402
 
-DATATYPE = {np.bool_: "BOOL", np.uint8: "UINT8", np.uint16: "UINT16", np.uint32: "UINT32",
-            np.uint64: "UINT64", np.int8: "INT8", np.int16: "INT16", np.int32: "INT32",
-            np.int64: "INT64", np.float16: "FP16", np.float32: "FP32", np.float64: "FP64",
-            np.object_: "BYTES"}
-NUMPY = {v: k for k, v in DATATYPE.items()}
-
 
 def datatype(a):
     return DATATYPE[a.dtype.type]
@@ -52,17 +48,6 @@ def raw_of(a):
     if a.dtype == np.object_:
         return b"".join(struct.pack("<I", len(x)) + x for x in a.reshape(-1))
     return a.astype(a.dtype.newbyteorder("<")).tobytes()
-
-
-def from_raw(raw, dt, shape):
-    if dt == "BYTES":
-        out, pos = [], 0
-        while pos < len(raw):
-            (n,) = struct.unpack_from("<I", raw, pos)
-            out.append(raw[pos + 4:pos + 4 + n])
-            pos += 4 + n
-        return np.array(out, dtype=object).reshape(shape)
-    return np.frombuffer(raw, dtype=np.dtype(NUMPY[dt]).newbyteorder("<")).reshape(shape)
 
 
 def typed_contents(t, a):
@@ -98,25 +83,6 @@ def make_request(model, inputs, params=None, mode="raw", rid="", outputs=None):
 def result_of(resp):
     out = resp.outputs[0]
     return from_raw(resp.raw_output_contents[0], out.datatype, list(out.shape))
-
-
-# ---- NumPy references
-def ref_reverse_index(data, axes):
-    return np.flip(data, axis=tuple(int(a) for a in axes)) if len(axes) else data
-
-
-def ref_reverse_mask(data, mask):
-    return np.flip(data, axis=tuple(i for i, m in enumerate(mask) if m)) if mask.any() else data
-
-
-def ref_reverse_sequence(data, lengths, batch_axis, seq_axis):
-    out = data.copy()
-    moved = np.moveaxis(out, (batch_axis, seq_axis), (0, 1))
-    src = np.moveaxis(data, (batch_axis, seq_axis), (0, 1))
-    for b, n in enumerate(lengths):
-        n = int(n)
-        moved[b, :n] = src[b, :n][::-1]
-    return out
 
 
 def cases(rng):
