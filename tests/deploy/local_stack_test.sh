@@ -38,7 +38,7 @@ cleanup() {
     wait "$pid" 2>/dev/null || true
   done
   if [ $rc -ne 0 ]; then
-    for f in "$W"/*.err "$W"/nginx/error.log "$W"/prometheus.log "$W"/driver.out; do
+    for f in "$W"/*.err "$W"/nginx/error.log "$W"/prometheus.log "$W"/driver*.out; do
       [ -s "$f" ] && { echo "--- $f (last lines)"; tail -n 15 "$f"; }
     done
   fi
@@ -100,12 +100,21 @@ PIDS+=($!)
 PROM="http://127.0.0.1:$PROM_PORT"
 
 # --- load through nginx -----------------------------------------------------
-"$DRIVER" --target "127.0.0.1:$NGINX_PORT" --threads 4 --marker "$W/marker" --marker_after 300 \
-  --stop_file "$W/stopped" --calls_after 400 --max_seconds 50 >"$W/driver.out" 2>&1 &
-DRIVER_PID=$!; PIDS+=($DRIVER_PID)
-marker_or_dead() { [ -e "$W/marker" ] || ! kill -0 "$DRIVER_PID"; }
-wait_for 20 "the first 300 calls through nginx" marker_or_dead
-[ -e "$W/marker" ] || fail "load driver ended early: $(cat "$W/driver.out")"
+# start_driver NAME THREADS STOP_FILE MAX_SECONDS: the load driver through
+# nginx in the background (DRIVER_PID, output in $W/NAME.out), returning once
+# its first 300 calls are done; it ends 400 calls after STOP_FILE appears.
+start_driver() {
+  local name=$1 threads=$2 stop_file=$3 max_seconds=$4
+  "$DRIVER" --target "127.0.0.1:$NGINX_PORT" --threads "$threads" --marker "$W/$name.marker" \
+    --marker_after 300 --stop_file "$stop_file" --calls_after 400 --max_seconds "$max_seconds" \
+    >"$W/$name.out" 2>&1 &
+  DRIVER_PID=$!; PIDS+=($DRIVER_PID)
+  DRIVER_MARKER="$W/$name.marker"
+  marker_or_dead() { [ -e "$DRIVER_MARKER" ] || ! kill -0 "$DRIVER_PID"; }
+  wait_for 20 "300 calls of $threads callers through nginx" marker_or_dead
+  [ -e "$DRIVER_MARKER" ] || fail "load driver ended early: $(cat "$W/$name.out")"
+}
+start_driver driver 4 "$W/stopped" 50
 
 # Roll calls that replica $1 (1..3) answered OK, from its own /metrics.
 roll_ok() {
@@ -168,12 +177,7 @@ retried() {
   curl -sf --max-time 2 "http://127.0.0.1:$1/metrics" | awk '
     /^tensorops_retried_calls_total / { n += $NF } END { printf "%d\n", n }'
 }
-"$DRIVER" --target "127.0.0.1:$NGINX_PORT" --threads 16 --marker "$W/marker9" --marker_after 300 \
-  --stop_file "$W/back" --calls_after 400 --max_seconds 60 >"$W/driver9.out" 2>&1 &
-DRIVER_PID=$!; PIDS+=($DRIVER_PID)
-marker9_or_dead() { [ -e "$W/marker9" ] || ! kill -0 "$DRIVER_PID"; }
-wait_for 20 "300 calls of 16 callers through nginx" marker9_or_dead
-[ -e "$W/marker9" ] || fail "load driver ended early: $(cat "$W/driver9.out")"
+start_driver driver9 16 "$W/back" 60
 retried1_before=$(retried "${METRICS_PORTS[0]}")
 kill -KILL "${SERVER_PIDS[2]}"
 rc=0; wait "${SERVER_PIDS[2]}" || rc=$?
