@@ -125,6 +125,7 @@ void Call::RunUnary(absl::string_view op, int64_t request_bytes, PrepareFn prepa
     }
   }
   if (status.ok()) {
+    timeout_ = prepared_->timeout();
     status = Admit(request_bytes_ + prepared_->output_bytes(), AdmissionController::Queue::kNow);
   }
   if (!status.ok()) {
@@ -207,12 +208,19 @@ absl::Status Call::CheckDrop() {
     return absl::UnavailableError("server is shutting down; the request was not run");
   }
   // Checked before IsCancelled: gRPC also cancels a call whose deadline passed.
-  const bool deadline_passed = ctx_ != nullptr ? ctx_->deadline() < std::chrono::system_clock::now()
-                                               : deadline_ < absl::Now();
-  if (deadline_passed) {
+  const bool rpc_deadline_passed = ctx_ != nullptr
+                                       ? ctx_->deadline() < std::chrono::system_clock::now()
+                                       : deadline_ < absl::Now();
+  if (rpc_deadline_passed) {
     metrics->RecordDropped(op_index_, Metrics::DropReason::kDeadline);
     return absl::DeadlineExceededError(
         "deadline passed while the request was queued; it was not run");
+  }
+  if (start_ + timeout_ < absl::Now()) {
+    metrics->RecordDropped(op_index_, Metrics::DropReason::kDeadline);
+    return absl::DeadlineExceededError(
+        absl::StrCat("the request's timeout parameter (", absl::ToInt64Microseconds(timeout_),
+                     " us) passed while it was queued; it was not run"));
   }
   if (ctx_ != nullptr && ctx_->IsCancelled()) {
     metrics->RecordDropped(op_index_, Metrics::DropReason::kCancelled);

@@ -148,6 +148,10 @@ class PreparedCall {
   // Runs the kernel, splitting it across `pool` from `min_parallel_bytes` of
   // output, and writes the result into the reply.
   virtual absl::Status Run(ThreadPool* pool, int64_t min_parallel_bytes) = 0;
+  // How long after its arrival the call may still start its kernel (the
+  // Open Inference Protocol's `timeout` parameter); past it, a queued call is
+  // dropped with DEADLINE_EXCEEDED like one whose RPC deadline passed.
+  virtual absl::Duration timeout() const { return absl::InfiniteDuration(); }
 };
 
 // A PreparedCall of a prepared op whose Run(reply, pool, min_parallel_bytes)
@@ -253,6 +257,9 @@ class Call {
   // Without ctx_: the caller's Authorization value and deadline.
   const std::optional<std::string> authorization_;
   const absl::Time deadline_ = absl::InfiniteFuture();
+  // The prepared call's timeout() (RunUnary): a queued call is dropped past
+  // start_ + timeout_ too.
+  absl::Duration timeout_ = absl::InfiniteDuration();
   FinishRpc finish_rpc_;
   const absl::Time start_;
   int op_index_;

@@ -1,5 +1,6 @@
 #include "server/grpc/inference_service.h"
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <utility>
@@ -109,19 +110,31 @@ class ModelStreamInferReactor final : public StreamReactor {
     switch (status.error_code()) {
       case grpc::StatusCode::OK:
         break;
+      case grpc::StatusCode::DEADLINE_EXCEEDED:
+        // The stream's own deadline ends it; a message's `timeout` parameter
+        // fails only that message.
+        if (ctx_->deadline() > std::chrono::system_clock::now()) {
+          RespondError(status);
+          break;
+        }
+        [[fallthrough]];
       case grpc::StatusCode::UNAUTHENTICATED:
       case grpc::StatusCode::UNAVAILABLE:
-      case grpc::StatusCode::DEADLINE_EXCEEDED:
       case grpc::StatusCode::CANCELLED:
         StreamReactor::Finish(status);
         return;
       default:
-        response_.Clear();
-        response_.set_error_message(
-            absl::StrCat(StatusCodeName(status.error_code()), ": ", status.error_message()));
+        RespondError(status);
         break;
     }
     StartWrite(&response_);
+  }
+
+  // This message's error, in the stream's response (the stream goes on).
+  void RespondError(const grpc::Status& status) {
+    response_.Clear();
+    response_.set_error_message(
+        absl::StrCat(StatusCodeName(status.error_code()), ": ", status.error_message()));
   }
 
   CallPipeline* const pipeline_;

@@ -282,6 +282,7 @@ class HttpServer::InferCall {
     Prepared(InferCall* call, std::unique_ptr<PreparedInfer> p)
         : call_(call), prepared_(std::move(p)) {}
     int64_t output_bytes() const override { return prepared_->output_bytes(); }
+    absl::Duration timeout() const override { return prepared_->timeout(); }
     absl::Status Run(ThreadPool* pool, int64_t min_parallel_bytes) override {
       RETURN_IF_ERROR(prepared_->Run(&call_->response_, pool, min_parallel_bytes));
       return call_->response_.Encode(*call_->parsed_, &call_->json_, &call_->binary_);

@@ -181,6 +181,24 @@ absl::StatusOr<bool> ParseTensorParameters(const InferParams& params, absl::stri
   return has_region;
 }
 
+// The protocol's integer parameters (`priority`, `timeout`): an integer >= 0
+// or absent (-1).
+absl::StatusOr<int64_t> ProtocolInteger(const InferParams& params, absl::string_view name) {
+  for (const auto& [key, value] : params) {
+    if (key != name) continue;
+    if (value.kind == InferParam::Kind::kInt64 && value.int64_value >= 0) {
+      return value.int64_value;
+    }
+    if (value.kind == InferParam::Kind::kUint64 &&
+        value.uint64_value <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return static_cast<int64_t>(value.uint64_value);
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("parameter '", name, "' must be an integer >= 0"));
+  }
+  return -1;
+}
+
 // Request parameters -> op attributes, with the kinds Execute's Struct would
 // give them; the op then checks them exactly as it checks Execute's attrs.
 absl::StatusOr<Attrs> ParametersToAttrs(const InferParams& params) {
@@ -316,6 +334,10 @@ absl::StatusOr<std::unique_ptr<PreparedInfer>> PreparedInfer::Make(const OpRegis
   const OpSpec& spec = p->def_->spec;
   p->id_ = std::string(request.id);
   ASSIGN_OR_RETURN(Attrs attrs, ParametersToAttrs(request.parameters));
+  RETURN_IF_ERROR(ProtocolInteger(request.parameters, "priority").status());
+  ASSIGN_OR_RETURN(const int64_t timeout_us, ProtocolInteger(request.parameters, "timeout"));
+  // Triton's meaning: microseconds, 0 = none.
+  if (timeout_us > 0) p->timeout_ = absl::Microseconds(timeout_us);
 
   // Inputs by name: slot[spec index] = request index.
   const int num_spec = static_cast<int>(spec.inputs.size());

@@ -12,7 +12,7 @@
 //    little-endian length + bytes per element);
 //  - request parameters are op attributes (`mode` as string_param, integer
 //    attributes as int64_param) checked exactly as Execute's attrs; the
-//    protocol's own parameters (kProtocolParameters) are accepted and ignored;
+//    protocol's own parameters (kProtocolParameters) are not attributes;
 //  - outputs come back in raw_output_contents (or are written to shared memory).
 // Every check of Execute applies (limits, sizes against shapes, overflow,
 // BOOL bytes) and every error names the tensor or parameter.
@@ -30,6 +30,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "kernels/op_registry.h"
 #include "kernels/thread_pool.h"
@@ -41,8 +42,10 @@
 
 namespace tensorops {
 
-// Request parameters that belong to the protocol, not to an op: accepted and
-// ignored (deadlines are gRPC deadlines; there are no sequences or priorities).
+// Request parameters that belong to the protocol, not to an op. `timeout`
+// (microseconds, 0 = none) drops a call still queued past it, as an RPC
+// deadline does; `priority` is checked (an integer >= 0) and, like the
+// sequence parameters, has no effect (one queue, no sequences).
 extern const char* const kProtocolParameters[7];
 
 // The version every model has.
@@ -85,6 +88,9 @@ class PreparedInfer {
   int64_t output_bytes() const { return op_.output_bytes(); }
   // Bytes of the decoded inputs.
   int64_t input_bytes() const { return input_bytes_; }
+  // The request's `timeout` parameter (microseconds after arrival by which
+  // the kernel must start, as Triton's), or InfiniteDuration without one.
+  absl::Duration timeout() const { return timeout_; }
 
   // Runs the kernel and writes the response (model name and version, id,
   // named outputs). Fails only with shared memory: a region whose object
@@ -121,6 +127,7 @@ class PreparedInfer {
   std::vector<Output> outputs_;
   PreparedOp op_;
   int64_t input_bytes_ = 0;
+  absl::Duration timeout_ = absl::InfiniteDuration();
 };
 
 // Parses raw BYTES: `n` elements, each a 4-byte little-endian length and that

@@ -31,6 +31,7 @@
 #include "inference/grpc_service.grpc.pb.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
 #include "tests/harness/http_get.h"
+#include "tests/harness/kernel_gate.h"
 #include "tests/harness/server_process.h"
 
 namespace tensorops {
@@ -450,6 +451,77 @@ TEST_F(OipE2ETest, StreamAnswersInOrderAndGoesOnAfterABadRequest) {
     ++n;
   }
   EXPECT_EQ(n, requests.size());
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+// The protocol's `timeout` parameter (microseconds, as Triton's): a call
+// still queued past it is dropped with DEADLINE_EXCEEDED, on ModelInfer and
+// per message on ModelStreamInfer (the stream goes on); 0 means none; a
+// negative or non-integer value is INVALID_ARGUMENT naming it.
+TEST_F(OipE2ETest, TimeoutParameterDropsACallQueuedPastIt) {
+  testing::KernelGate gate;
+  ASSERT_TRUE(gate.shut_ok());
+  Start({gate.Flag()});
+  std::mt19937 rng(7);
+  const std::vector<OpCase> cases = OpCases();
+  const OpCase& c = cases[0];
+  const Elements e = RandomElements(kDatatypes[10], NumElements(c.data_shape), &rng);  // FP32
+  auto with_timeout = [&](int64_t us) {
+    ModelInferRequest r = OipRequest(c, kDatatypes[10], e, false);
+    (*r.mutable_parameters())["timeout"].set_int64_param(us);
+    return r;
+  };
+  // The gate opens 1.5 s after each call starts: far past 100 ms.
+  auto open_later = [&] {
+    return std::thread([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      gate.Open();
+    });
+  };
+  {
+    std::thread opener = open_later();
+    ModelInferResponse out;
+    const grpc::Status s = Infer(with_timeout(100000), &out);
+    opener.join();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr("timeout"));
+  }
+  {  // Gate open: a generous timeout, and 0 (none), run.
+    ModelInferResponse out;
+    const grpc::Status s = Infer(with_timeout(60000000), &out);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    const grpc::Status s0 = Infer(with_timeout(0), &out);
+    EXPECT_TRUE(s0.ok()) << s0.error_message();
+  }
+  {
+    ModelInferRequest bad = with_timeout(-1);
+    ModelInferResponse out;
+    const grpc::Status s = Infer(bad, &out);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(s.error_message(), HasSubstr("parameter 'timeout' must be an integer >= 0"));
+    (*bad.mutable_parameters())["timeout"].set_string_param("1s");
+    EXPECT_EQ(Infer(bad, &out).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  // A stream: the first message times out in the queue, the second runs.
+  testing::KernelGate stream_gate;
+  ASSERT_TRUE(stream_gate.shut_ok());
+  server_.reset();
+  Start({stream_gate.Flag()});
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  auto stream = stub_->ModelStreamInfer(&ctx);
+  ASSERT_TRUE(stream->Write(with_timeout(100000)));
+  ASSERT_TRUE(stream->Write(with_timeout(0)));
+  ASSERT_TRUE(stream->WritesDone());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  stream_gate.Open();
+  inference::ModelStreamInferResponse response;
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_THAT(response.error_message(), HasSubstr("DEADLINE_EXCEEDED"));
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_EQ(response.error_message(), "");
+  EXPECT_EQ(response.infer_response().outputs_size(), 1);
+  EXPECT_FALSE(stream->Read(&response));
   EXPECT_TRUE(stream->Finish().ok());
 }
 
