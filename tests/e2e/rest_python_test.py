@@ -16,12 +16,14 @@ Exit status 0 when every check passed.
 import http.client
 import json
 import re
+import os
 import signal
 import socket
 import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import unittest
 import warnings
 from multiprocessing import shared_memory
@@ -514,6 +516,42 @@ class RestClientTest(unittest.TestCase):
             self.assertEqual(status, 200, answer)
             self.check(decode_answer(status, h, answer)[1][0], np.array([2, 0, 1], np.int8), "token")
         finally:
+            conn.close()
+            self.assertEqual(server.stop(), 0)
+
+    def test_timeout_parameter(self):
+        # The kernel gate (a test-only flag) holds every kernel while its file
+        # exists: the call below waits in the server past its 100 ms timeout.
+        fd, gate = tempfile.mkstemp(prefix="tensorops_kernel_gate.")
+        os.close(fd)
+        server = Server(f"--test_only_kernel_gate={gate}")
+        conn = server.conn()
+        opener = threading.Timer(1.5, os.unlink, (gate,))
+        try:
+            inputs = [("data", np.arange(6, dtype=np.float32)),
+                      ("shift", np.array([2], np.int64)), ("axes", np.array([0], np.int64))]
+            body, headers = infer_body(inputs, {"timeout": 100000})
+            opener.start()
+            status, h, answer = self.infer("Roll", body, headers, conn)
+            opener.join()
+            self.assertEqual(status, 504, answer)
+            self.assertEqual(h["content-type"], "application/json")
+            self.assertIn("timeout", json.loads(answer)["error"])
+            # Gate open: a generous timeout and 0 (none) run; a negative one is 400.
+            for t in (60000000, 0):
+                body, headers = infer_body(inputs, {"timeout": t})
+                status, h, answer = self.infer("Roll", body, headers, conn)
+                self.assertEqual(status, 200, answer)
+                self.check(decode_answer(status, h, answer)[1][0],
+                           np.roll(np.arange(6, dtype=np.float32), 2), f"timeout {t}")
+            body, headers = infer_body(inputs, {"timeout": -5})
+            status, _, answer = self.infer("Roll", body, headers, conn)
+            self.assertEqual(status, 400, answer)
+            self.assertIn("'timeout'", json.loads(answer)["error"])
+        finally:
+            opener.cancel()
+            if os.path.exists(gate):
+                os.unlink(gate)
             conn.close()
             self.assertEqual(server.stop(), 0)
 
