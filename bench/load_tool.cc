@@ -15,6 +15,13 @@
 // oip: the same op and tensor as a ModelInfer of the Open Inference Protocol
 // (model "Roll" or "Reverse", every input in raw_input_contents, the reply's
 // output read from raw_output_contents), on the same port.
+// rest, rest_json: the same ModelInfer over the HTTP/REST door (--address is
+// its HOST:PORT, the server's --http_port): POST /v2/models/{op}/infer on
+// keep-alive HTTP/1.1 connections (libevent's evhttp client, one connection
+// per in-flight call, one event-loop thread). rest sends every input and gets
+// the output in Triton's binary tensor extension; rest_json sends and gets
+// JSON arrays, verified by parsing the reply's numbers (RapidJSON) back into
+// FP32. "request_bytes" is the whole HTTP body; "reply_bytes" the last one.
 // echo: Echo of a --payload_bytes bytes field. Every reply is checked for
 // size; every --verify_every-th reply (1 = all) is compared byte for byte with
 // the expected output.
@@ -34,8 +41,16 @@
 // are counted in "errors" (and the first one quoted in "first_error").
 // The tool's own allocator keeps large blocks mapped (see main) so that it
 // does not pay a page fault per 4 KiB of every large reply.
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/thread.h>
 #include <grpcpp/grpcpp.h>
 #include <malloc.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -55,6 +70,9 @@
 
 #include "bench/echo.grpc.pb.h"
 #include "inference/grpc_service.grpc.pb.h"
+#include "rapidjson/document.h"
+#include "rapidjson/stringbuffer.h"
+#include "rapidjson/writer.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
 
 namespace {
@@ -64,7 +82,7 @@ namespace eb = tensorops::bench;
 
 struct Options {
   std::string mode = "unary";        // unary | stream
-  std::string target = "tensorops";  // tensorops | oip | echo
+  std::string target = "tensorops";  // tensorops | oip | rest | rest_json | echo
   std::string address = "127.0.0.1:50051";
   std::string op = "roll";  // roll | reverse (tensorops only)
   int64_t payload_bytes = 4096;
@@ -99,6 +117,12 @@ struct Slot {
   v1::ExecuteResponse exec_response;
   inference::ModelInferResponse infer_response;
   eb::EchoResponse echo_response;
+  // rest: this slot's keep-alive connection; the reply's body while its
+  // callback runs.
+  evhttp_connection* http = nullptr;
+  evbuffer* rest_reply = nullptr;
+  evutil_socket_t nodelay_fd = -1;  // the connection's socket, TCP_NODELAY set
+  int64_t rest_reply_bytes = 0;
   int64_t start_ns = 0;
   int64_t seq = 0;
   bool measured = false;
@@ -113,6 +137,14 @@ struct Shared {
   Options opt;
   bool is_echo = false;
   bool is_oip = false;
+  bool is_rest = false;      // rest or rest_json
+  bool rest_binary = false;  // rest: the binary tensor extension both ways
+  event_base* rest_base = nullptr;
+  std::string rest_host;
+  int rest_port = 0;
+  std::string rest_path;           // /v2/models/{op}/infer
+  std::string rest_body;           // built once, sent by reference
+  std::string rest_header_length;  // Inference-Header-Content-Length (rest)
   std::vector<std::unique_ptr<v1::TensorOps::Stub>> exec_stubs;
   std::vector<std::unique_ptr<inference::GRPCInferenceService::Stub>> oip_stubs;
   inference::ModelInferRequest infer_request;
@@ -136,6 +168,7 @@ struct Shared {
 };
 
 void SlotDone(Slot* s, const grpc::Status& status);
+void StartRest(Slot* s);
 
 void SwitchToMeasuring(Shared* sh, int64_t now) {
   std::lock_guard<std::mutex> lock(sh->switch_mu);
@@ -172,7 +205,9 @@ void StartNext(Slot* s) {
       std::chrono::system_clock::now() +
       std::chrono::microseconds(static_cast<int64_t>(sh->opt.deadline_seconds * 1e6)));
   s->start_ns = NowNs();
-  if (sh->is_echo) {
+  if (sh->is_rest) {
+    StartRest(s);
+  } else if (sh->is_echo) {
     sh->echo_stubs[s->channel]->async()->Echo(s->ctx.get(), &sh->echo_request, &s->echo_response,
                                               [s](grpc::Status st) { SlotDone(s, st); });
   } else if (sh->is_oip) {
@@ -185,10 +220,191 @@ void StartNext(Slot* s) {
   }
 }
 
+// ---- rest, rest_json ------------------------------------------------------
+
+void RestDone(evhttp_request* req, void* arg);
+
+// Sends this slot's next infer on its keep-alive connection (on the loop
+// thread, or on main before the loop starts).
+void StartRest(Slot* s) {
+  Shared* sh = s->sh;
+  evhttp_request* req = evhttp_request_new(&RestDone, s);
+  evkeyvalq* h = evhttp_request_get_output_headers(req);
+  evhttp_add_header(h, "Host", sh->rest_host.c_str());
+  evhttp_add_header(h, "Content-Type",
+                    sh->rest_binary ? "application/octet-stream" : "application/json");
+  if (sh->rest_binary) {
+    evhttp_add_header(h, "Inference-Header-Content-Length", sh->rest_header_length.c_str());
+  }
+  evhttp_add_header(h, "Content-Length", std::to_string(sh->rest_body.size()).c_str());
+  // By reference: the body is built once and outlives every request.
+  evbuffer_add_reference(evhttp_request_get_output_buffer(req), sh->rest_body.data(),
+                         sh->rest_body.size(), nullptr, nullptr);
+  const int made = evhttp_make_request(s->http, req, EVHTTP_REQ_POST, sh->rest_path.c_str());
+  // No Nagle: the request's last segment must not wait for the server's
+  // delayed ACK (40 ms a call). The socket exists once a (re)connect started.
+  const evutil_socket_t fd = bufferevent_getfd(evhttp_connection_get_bufferevent(s->http));
+  if (fd >= 0 && fd != s->nodelay_fd) {
+    const int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    s->nodelay_fd = fd;
+  }
+  if (made != 0) {
+    // (libevent frees the request.) Counted as an error; the next try waits
+    // 1 ms on the loop instead of recursing.
+    ++s->errors;
+    if (s->first_error.empty()) s->first_error = "evhttp_make_request failed";
+    timeval ms{0, 1000};
+    event_base_once(
+        sh->rest_base, -1, EV_TIMEOUT,
+        [](evutil_socket_t, short, void* slot) { StartNext(static_cast<Slot*>(slot)); }, s, &ms);
+  }
+}
+
+void RestDone(evhttp_request* req, void* arg) {
+  Slot* s = static_cast<Slot*>(arg);
+  const int code = req == nullptr ? 0 : evhttp_request_get_response_code(req);
+  s->rest_reply = req == nullptr ? nullptr : evhttp_request_get_input_buffer(req);
+  s->rest_reply_bytes = s->rest_reply == nullptr ? 0 : evbuffer_get_length(s->rest_reply);
+  grpc::Status status;
+  if (code != 200) {
+    std::string text = "HTTP " + std::to_string(code);
+    if (s->rest_reply != nullptr && s->rest_reply_bytes > 0) {
+      const size_t n = std::min<size_t>(s->rest_reply_bytes, 300);
+      std::string body(n, '\0');
+      evbuffer_copyout(s->rest_reply, body.data(), n);
+      text += ": " + body;
+    } else if (code == 0) {
+      text += " (no answer: connection failed or timed out)";
+    }
+    status = grpc::Status(grpc::StatusCode::UNKNOWN, text);
+  }
+  SlotDone(s, status);
+}
+
+// The reply in s.rest_reply (during RestDone): sizes always, every byte or
+// number when `full`.
+std::string CheckRestReply(const Slot& s, bool full) {
+  const Shared& sh = *s.sh;
+  evbuffer* body = s.rest_reply;
+  const int64_t total = s.rest_reply_bytes;
+  const int64_t payload = static_cast<int64_t>(sh.expected.size());
+  if (sh.rest_binary) {
+    // JSON header, then the output's bytes.
+    if (total <= payload) return "reply of " + std::to_string(total) + " bytes is too short";
+    if (!full) return "";
+    const char* bytes = reinterpret_cast<const char*>(evbuffer_pullup(body, -1));
+    const int64_t json_len = total - payload;
+    rapidjson::Document head;
+    head.Parse(bytes, static_cast<size_t>(json_len));
+    if (head.HasParseError() || !head.IsObject() || !head.HasMember("outputs")) {
+      return "reply's JSON header does not parse (or the binary size is wrong)";
+    }
+    const rapidjson::Value& out = head["outputs"][0];
+    if (std::string(out["datatype"].GetString()) != "FP32") return "reply datatype is not FP32";
+    if (out["parameters"]["binary_data_size"].GetInt64() != payload) {
+      return "reply's binary_data_size is wrong";
+    }
+    if (std::memcmp(bytes + json_len, sh.expected.data(), static_cast<size_t>(payload)) != 0) {
+      return "reply bytes differ from the expected output";
+    }
+    return "";
+  }
+  if (!full) return total > 0 ? "" : "empty reply";
+  const char* text = reinterpret_cast<const char*>(evbuffer_pullup(body, -1));
+  rapidjson::Document doc;
+  // Full precision: the nearest double of each number, then to FP32, as the
+  // server reads them.
+  doc.Parse<rapidjson::kParseFullPrecisionFlag | rapidjson::kParseNanAndInfFlag>(
+      text, static_cast<size_t>(total));
+  if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("outputs")) {
+    return "reply JSON does not parse";
+  }
+  const rapidjson::Value& data = doc["outputs"][0]["data"];
+  if (!data.IsArray() || static_cast<int64_t>(data.Size()) != sh.elements) {
+    return "reply's data is not an array of " + std::to_string(sh.elements) + " numbers";
+  }
+  for (int64_t i = 0; i < sh.elements; ++i) {
+    const float f = static_cast<float>(data[static_cast<rapidjson::SizeType>(i)].GetDouble());
+    if (std::memcmp(&f, sh.expected.data() + i * 4, 4) != 0) {
+      return "reply element " + std::to_string(i) + " differs from the expected output";
+    }
+  }
+  return "";
+}
+
+// The HTTP body of sh->infer_request (built first): binary blocks after the
+// JSON header (rest) or every tensor as a JSON array (rest_json).
+void PrepareRest(Shared* sh) {
+  const inference::ModelInferRequest& m = sh->infer_request;
+  sh->rest_path = "/v2/models/" + m.model_name() + "/infer";
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
+  w.StartObject();
+  w.Key("parameters");
+  w.StartObject();
+  for (const auto& [key, value] : m.parameters()) {
+    w.Key(key.c_str());
+    w.String(value.string_param().c_str());
+  }
+  if (sh->rest_binary) {
+    w.Key("binary_data_output");
+    w.Bool(true);
+  }
+  w.EndObject();
+  w.Key("inputs");
+  w.StartArray();
+  for (int i = 0; i < m.inputs_size(); ++i) {
+    const auto& in = m.inputs(i);
+    const std::string& raw = m.raw_input_contents(i);
+    w.StartObject();
+    w.Key("name");
+    w.String(in.name().c_str());
+    w.Key("datatype");
+    w.String(in.datatype().c_str());
+    w.Key("shape");
+    w.StartArray();
+    for (int64_t d : in.shape()) w.Int64(d);
+    w.EndArray();
+    if (sh->rest_binary) {
+      w.Key("parameters");
+      w.StartObject();
+      w.Key("binary_data_size");
+      w.Int64(static_cast<int64_t>(raw.size()));
+      w.EndObject();
+    } else {
+      w.Key("data");
+      w.StartArray();
+      const bool fp32 = in.datatype() == "FP32";
+      for (size_t k = 0; k + (fp32 ? 4 : 8) <= raw.size(); k += fp32 ? 4 : 8) {
+        if (fp32) {
+          float f;
+          std::memcpy(&f, raw.data() + k, 4);
+          w.Double(static_cast<double>(f));  // shortest form; reads back exactly
+        } else {
+          int64_t v;
+          std::memcpy(&v, raw.data() + k, 8);
+          w.Int64(v);
+        }
+      }
+      w.EndArray();
+    }
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  sh->rest_body.assign(buffer.GetString(), buffer.GetSize());
+  sh->rest_header_length = std::to_string(sh->rest_body.size());
+  if (sh->rest_binary) {
+    for (const std::string& raw : m.raw_input_contents()) sh->rest_body += raw;
+  }
+}
+
 // Returns "" when the reply is right; checks bytes only when `full`.
 std::string CheckReply(const Slot& s, bool full) {
   const Shared& sh = *s.sh;
   const std::string* got = nullptr;
+  if (sh.is_rest) return CheckRestReply(s, full);
   if (sh.is_echo) {
     got = &s.echo_response.payload();
   } else if (sh.is_oip) {
@@ -308,7 +524,7 @@ bool Prepare(Shared* sh, std::string* error) {
     *error = "--op must be roll or reverse";
     return false;
   }
-  if (sh->is_oip) {
+  if (sh->is_oip || sh->is_rest) {
     // The same tensor and op as a ModelInfer: inputs by name, all raw.
     // Input names as the ops declare them (docs/cookbook.md); attributes
     // become request parameters.
@@ -333,6 +549,7 @@ bool Prepare(Shared* sh, std::string* error) {
         m.add_raw_input_contents(reinterpret_cast<const char*>(&v), sizeof(v));
       }
     }
+    if (sh->is_rest) PrepareRest(sh);
   }
   return true;
 }
@@ -346,7 +563,7 @@ bool Flag(const char* arg, const char* name, std::string* value) {
 
 int Usage(const char* bad) {
   std::fprintf(stderr,
-               "usage: load_tool --target=tensorops|oip|echo --address=HOST:PORT\n"
+               "usage: load_tool --target=tensorops|oip|rest|rest_json|echo --address=HOST:PORT\n"
                "  [--mode=unary|stream]\n"
                "  stream: [--tensor_bytes=67108864] [--chunk_bytes=1048576] [--calls=3]\n"
                "  unary:"
@@ -633,6 +850,109 @@ int RunStreamMode(const Options& o) {
 
 }  // namespace
 
+namespace {
+
+std::vector<std::unique_ptr<Slot>> MakeSlots(Shared* sh) {
+  std::vector<std::unique_ptr<Slot>> slots;
+  for (int i = 0; i < sh->opt.concurrency; ++i) {
+    auto s = std::make_unique<Slot>();
+    s->sh = sh;
+    s->channel = i % sh->opt.channels;
+    slots.push_back(std::move(s));
+  }
+  return slots;
+}
+
+void WaitForSlots(Shared* sh) {
+  std::unique_lock<std::mutex> lock(sh->mu);
+  sh->cv.wait(lock, [&] { return sh->active == 0; });
+}
+
+int Report(const Shared& sh, const std::vector<std::unique_ptr<Slot>>& slots,
+           int64_t request_bytes);
+
+// rest, rest_json: one keep-alive connection per slot on one event loop.
+int RunRest(Shared* sh, int64_t request_bytes) {
+  const Options& o = sh->opt;
+  const size_t colon = o.address.rfind(':');
+  if (colon == std::string::npos) return Usage("--address (HOST:PORT)");
+  sh->rest_host = o.address.substr(0, colon);
+  sh->rest_port = std::atoi(o.address.c_str() + colon + 1);
+  evthread_use_pthreads();
+  sh->rest_base = event_base_new();
+  std::vector<std::unique_ptr<Slot>> slots = MakeSlots(sh);
+  for (auto& s : slots) {
+    s->http = evhttp_connection_base_new(sh->rest_base, nullptr, sh->rest_host.c_str(),
+                                         static_cast<uint16_t>(sh->rest_port));
+    evhttp_connection_set_timeout(s->http, static_cast<int>(o.deadline_seconds));
+  }
+  sh->active = o.concurrency;
+  sh->warm_end_ns = NowNs() + static_cast<int64_t>(o.warmup_seconds * 1e9);
+  for (auto& s : slots) StartNext(s.get());  // queued until the loop runs
+  std::thread loop([base = sh->rest_base] { event_base_loop(base, EVLOOP_NO_EXIT_ON_EMPTY); });
+  WaitForSlots(sh);
+  event_base_loopbreak(sh->rest_base);
+  loop.join();
+  for (auto& s : slots) evhttp_connection_free(s->http);
+  event_base_free(sh->rest_base);
+  return Report(*sh, slots, request_bytes);
+}
+
+int Report(const Shared& sh, const std::vector<std::unique_ptr<Slot>>& slots,
+           int64_t request_bytes) {
+  const Options& o = sh.opt;
+  std::vector<int64_t> lat;
+  int64_t ok = 0, errors = 0, verified = 0, verify_failures = 0, warmup_done = 0, last = 0;
+  int64_t reply_bytes = 0;  // rest: the largest HTTP reply body
+  std::string first_error;
+  for (const auto& s : slots) {
+    lat.insert(lat.end(), s->latencies_ns.begin(), s->latencies_ns.end());
+    ok += s->ok;
+    errors += s->errors;
+    verified += s->verified;
+    verify_failures += s->verify_failures;
+    warmup_done += s->warmup_done;
+    last = std::max(last, s->last_done_ns);
+    if (first_error.empty()) first_error = s->first_error;
+    reply_bytes = std::max(reply_bytes, s->rest_reply_bytes);
+  }
+  std::sort(lat.begin(), lat.end());
+  const double seconds =
+      last > 0 ? static_cast<double>(last - sh.measure_start_ns.load()) / 1e9 : 0.0;
+  const double rps = seconds > 0 ? static_cast<double>(ok) / seconds : 0.0;
+  double mean_us = 0;
+  for (int64_t l : lat) mean_us += static_cast<double>(l) / 1e3;
+  if (!lat.empty()) mean_us /= static_cast<double>(lat.size());
+
+  std::printf(
+      "{\"target\":\"%s\",\"op\":\"%s\",\"payload_bytes\":%lld,\"request_bytes\":%lld,"
+      "\"concurrency\":%d,\"channels\":%d,\"warmup_calls\":%lld,\"calls\":%lld,"
+      "\"seconds\":%.3f,\"rps\":%.1f,\"payload_mb_per_s\":%.1f,\"p50_us\":%.1f,"
+      "\"p90_us\":%.1f,\"p99_us\":%.1f,\"max_us\":%.1f,\"mean_us\":%.1f,\"errors\":%lld,"
+      "\"verified\":%lld,\"verify_failures\":%lld,\"reply_bytes\":%lld,\"first_error\":\"%s\"}\n",
+      o.target.c_str(), sh.is_echo ? "echo" : o.op.c_str(), static_cast<long long>(o.payload_bytes),
+      static_cast<long long>(request_bytes), o.concurrency, o.channels,
+      static_cast<long long>(warmup_done), static_cast<long long>(ok), seconds, rps,
+      rps * static_cast<double>(o.payload_bytes) / 1e6, Percentile(lat, 0.50),
+      Percentile(lat, 0.90), Percentile(lat, 0.99), lat.empty() ? 0.0 : lat.back() / 1e3, mean_us,
+      static_cast<long long>(errors), static_cast<long long>(verified),
+      static_cast<long long>(verify_failures), static_cast<long long>(reply_bytes),
+      JsonEscape(first_error).c_str());
+  std::fflush(stdout);
+  if (verify_failures > 0) {
+    std::fprintf(stderr, "load_tool: %lld replies failed verification: %s\n",
+                 static_cast<long long>(verify_failures), first_error.c_str());
+    return 1;
+  }
+  if (ok == 0) {
+    std::fprintf(stderr, "load_tool: no measured call succeeded: %s\n", first_error.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   // Keep the client cheap so that the servers, not the load generator, set the
   // pace: large blocks come from the heap and stay mapped (no fresh page
@@ -683,9 +1003,14 @@ int main(int argc, char** argv) {
       return Usage(a);
     }
   }
-  if (o.target != "tensorops" && o.target != "oip" && o.target != "echo") return Usage("--target");
+  if (o.target != "tensorops" && o.target != "oip" && o.target != "rest" &&
+      o.target != "rest_json" && o.target != "echo") {
+    return Usage("--target");
+  }
   if (o.mode == "stream") {
-    if (o.target == "oip") return Usage("--target (--mode=stream: tensorops or echo)");
+    if (o.target != "tensorops" && o.target != "echo") {
+      return Usage("--target (--mode=stream: tensorops or echo)");
+    }
     if (o.tensor_bytes < 1 || o.chunk_bytes < 1 || o.calls < 1) {
       return Usage("--tensor_bytes/--chunk_bytes/--calls");
     }
@@ -698,14 +1023,19 @@ int main(int argc, char** argv) {
   if (o.channels <= 0) o.channels = std::min(o.concurrency, 4);
   sh.is_echo = o.target == "echo";
   sh.is_oip = o.target == "oip";
+  sh.is_rest = o.target == "rest" || o.target == "rest_json";
+  sh.rest_binary = o.target == "rest";
   std::string error;
   if (!Prepare(&sh, &error)) {
     std::fprintf(stderr, "load_tool: %s\n", error.c_str());
     return 2;
   }
-  const int64_t request_bytes = static_cast<int64_t>(
-      sh.is_echo ? sh.echo_request.ByteSizeLong()
-                 : (sh.is_oip ? sh.infer_request.ByteSizeLong() : sh.exec_request.ByteSizeLong()));
+  const int64_t request_bytes =
+      static_cast<int64_t>(sh.is_rest   ? sh.rest_body.size()
+                           : sh.is_echo ? sh.echo_request.ByteSizeLong()
+                                        : (sh.is_oip ? sh.infer_request.ByteSizeLong()
+                                                     : sh.exec_request.ByteSizeLong()));
+  if (sh.is_rest) return RunRest(&sh, request_bytes);
 
   // Separate connections: a distinct channel argument keeps gRPC from sharing
   // one subchannel between the channels.
@@ -730,64 +1060,10 @@ int main(int argc, char** argv) {
     }
   }
 
-  std::vector<std::unique_ptr<Slot>> slots;
-  for (int i = 0; i < o.concurrency; ++i) {
-    auto s = std::make_unique<Slot>();
-    s->sh = &sh;
-    s->channel = i % o.channels;
-    slots.push_back(std::move(s));
-  }
+  std::vector<std::unique_ptr<Slot>> slots = MakeSlots(&sh);
   sh.active = o.concurrency;
   sh.warm_end_ns = NowNs() + static_cast<int64_t>(o.warmup_seconds * 1e9);
   for (auto& s : slots) StartNext(s.get());
-  {
-    std::unique_lock<std::mutex> lock(sh.mu);
-    sh.cv.wait(lock, [&] { return sh.active == 0; });
-  }
-
-  std::vector<int64_t> lat;
-  int64_t ok = 0, errors = 0, verified = 0, verify_failures = 0, warmup_done = 0, last = 0;
-  std::string first_error;
-  for (const auto& s : slots) {
-    lat.insert(lat.end(), s->latencies_ns.begin(), s->latencies_ns.end());
-    ok += s->ok;
-    errors += s->errors;
-    verified += s->verified;
-    verify_failures += s->verify_failures;
-    warmup_done += s->warmup_done;
-    last = std::max(last, s->last_done_ns);
-    if (first_error.empty()) first_error = s->first_error;
-  }
-  std::sort(lat.begin(), lat.end());
-  const double seconds =
-      last > 0 ? static_cast<double>(last - sh.measure_start_ns.load()) / 1e9 : 0.0;
-  const double rps = seconds > 0 ? static_cast<double>(ok) / seconds : 0.0;
-  double mean_us = 0;
-  for (int64_t l : lat) mean_us += static_cast<double>(l) / 1e3;
-  if (!lat.empty()) mean_us /= static_cast<double>(lat.size());
-
-  std::printf(
-      "{\"target\":\"%s\",\"op\":\"%s\",\"payload_bytes\":%lld,\"request_bytes\":%lld,"
-      "\"concurrency\":%d,\"channels\":%d,\"warmup_calls\":%lld,\"calls\":%lld,"
-      "\"seconds\":%.3f,\"rps\":%.1f,\"payload_mb_per_s\":%.1f,\"p50_us\":%.1f,"
-      "\"p90_us\":%.1f,\"p99_us\":%.1f,\"max_us\":%.1f,\"mean_us\":%.1f,\"errors\":%lld,"
-      "\"verified\":%lld,\"verify_failures\":%lld,\"first_error\":\"%s\"}\n",
-      o.target.c_str(), sh.is_echo ? "echo" : o.op.c_str(), static_cast<long long>(o.payload_bytes),
-      static_cast<long long>(request_bytes), o.concurrency, o.channels,
-      static_cast<long long>(warmup_done), static_cast<long long>(ok), seconds, rps,
-      rps * static_cast<double>(o.payload_bytes) / 1e6, Percentile(lat, 0.50),
-      Percentile(lat, 0.90), Percentile(lat, 0.99), lat.empty() ? 0.0 : lat.back() / 1e3, mean_us,
-      static_cast<long long>(errors), static_cast<long long>(verified),
-      static_cast<long long>(verify_failures), JsonEscape(first_error).c_str());
-  std::fflush(stdout);
-  if (verify_failures > 0) {
-    std::fprintf(stderr, "load_tool: %lld replies failed verification: %s\n",
-                 static_cast<long long>(verify_failures), first_error.c_str());
-    return 1;
-  }
-  if (ok == 0) {
-    std::fprintf(stderr, "load_tool: no measured call succeeded: %s\n", first_error.c_str());
-    return 1;
-  }
-  return 0;
+  WaitForSlots(&sh);
+  return Report(sh, slots, request_bytes);
 }
