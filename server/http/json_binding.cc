@@ -12,7 +12,10 @@
 #include "kernels/shape.h"
 #include "kernels/status_macros.h"
 #include "rapidjson/document.h"
+#include "rapidjson/encodedstream.h"
 #include "rapidjson/error/en.h"
+#include "rapidjson/memorystream.h"
+#include "rapidjson/reader.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
 #include "server/oip/oip_codec.h"
@@ -60,15 +63,6 @@ const char* JsonTypeName(const rapidjson::Value& v) {
   return "an object";
 }
 
-// A JSON number as a 64-bit integer, exactly (never through a double).
-bool AsInt64(const rapidjson::Value& v, int64_t* out) {
-  if (v.IsInt64()) {
-    *out = v.GetInt64();
-    return true;
-  }
-  return false;
-}
-
 // One parameters object -> InferParams (views of the document's strings).
 absl::Status ToParams(const rapidjson::Value& obj, absl::string_view what, InferParams* out) {
   if (!obj.IsObject()) return Invalid(what, ".parameters must be an object");
@@ -97,37 +91,6 @@ absl::Status ToParams(const rapidjson::Value& obj, absl::string_view what, Infer
     }
     out->emplace_back(key, p);
   }
-  return absl::OkStatus();
-}
-
-// The elements of `data` (an array, nested or flat, or one scalar), in
-// row-major order; stops after `limit` + 1 of them (the count check follows).
-absl::Status Flatten(const rapidjson::Value& data, absl::string_view what, int64_t limit,
-                     std::vector<const rapidjson::Value*>* out) {
-  if (!data.IsArray()) {
-    out->push_back(&data);
-    return absl::OkStatus();
-  }
-  struct Frame {
-    const rapidjson::Value* array;
-    rapidjson::SizeType next;
-  };
-  std::vector<Frame> stack{{&data, 0}};
-  while (!stack.empty()) {
-    Frame& top = stack.back();
-    if (top.next == top.array->Size()) {
-      stack.pop_back();
-      continue;
-    }
-    const rapidjson::Value& v = (*top.array)[top.next++];
-    if (v.IsArray()) {
-      stack.push_back({&v, 0});
-    } else {
-      if (static_cast<int64_t>(out->size()) > limit) return absl::OkStatus();
-      out->push_back(&v);
-    }
-  }
-  (void)what;
   return absl::OkStatus();
 }
 
@@ -171,17 +134,58 @@ uint16_t DoubleToBFloat16(double x) {
   return FloatToBFloat16(NarrowToFloat(RoundToPrecision(x, 8, -126)));
 }
 
+// One element of an input's `data`, as the SAX parser delivered it (the
+// DOM never holds `data`: a 16 MiB FP32 tensor would be 4 M DOM values).
+struct JsonElem {
+  enum class Kind : uint8_t { kNull, kBool, kInt, kUint, kDouble, kString, kArray, kObject };
+  Kind kind = Kind::kNull;
+  bool b = false;
+  uint32_t len = 0;  // kString: bytes at `off` of the string arena
+  union {
+    int64_t i = 0;  // kInt (every integer that fits int64)
+    uint64_t u;     // kUint (above INT64_MAX)
+    double d;       // kDouble
+    uint64_t off;   // kString
+  };
+};
+
+const char* JsonTypeName(const JsonElem& e) {
+  switch (e.kind) {
+    case JsonElem::Kind::kNull:
+      return "null";
+    case JsonElem::Kind::kBool:
+      return "a boolean";
+    case JsonElem::Kind::kInt:
+    case JsonElem::Kind::kUint:
+    case JsonElem::Kind::kDouble:
+      return "a number";
+    case JsonElem::Kind::kString:
+      return "a string";
+    case JsonElem::Kind::kArray:
+      return "an array";
+    case JsonElem::Kind::kObject:
+      return "an object";
+  }
+  return "a value";
+}
+
+double AsDouble(const JsonElem& e) {
+  if (e.kind == JsonElem::Kind::kInt) return static_cast<double>(e.i);
+  if (e.kind == JsonElem::Kind::kUint) return static_cast<double>(e.u);
+  return e.d;
+}
+
 template <typename T>
-absl::Status PutInteger(const rapidjson::Value& v, absl::string_view what, int64_t i, char* dst) {
+absl::Status PutInteger(const JsonElem& v, absl::string_view what, int64_t i, char* dst) {
   if constexpr (std::is_same_v<T, uint64_t>) {
-    if (v.IsUint64()) {
-      const uint64_t x = v.GetUint64();
+    if ((v.kind == JsonElem::Kind::kInt && v.i >= 0) || v.kind == JsonElem::Kind::kUint) {
+      const uint64_t x = v.kind == JsonElem::Kind::kInt ? static_cast<uint64_t>(v.i) : v.u;
       std::memcpy(dst + i * sizeof(T), &x, sizeof(T));
       return absl::OkStatus();
     }
   } else {
-    int64_t x = 0;
-    if (AsInt64(v, &x)) {
+    if (v.kind == JsonElem::Kind::kInt) {
+      const int64_t x = v.i;
       if (x < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
           (x > 0 &&
            static_cast<uint64_t>(x) > static_cast<uint64_t>(std::numeric_limits<T>::max()))) {
@@ -192,36 +196,109 @@ absl::Status PutInteger(const rapidjson::Value& v, absl::string_view what, int64
       return absl::OkStatus();
     }
   }
-  if (v.IsNumber()) {
+  if (v.kind == JsonElem::Kind::kInt || v.kind == JsonElem::Kind::kUint ||
+      v.kind == JsonElem::Kind::kDouble) {
     return Invalid(absl::StrCat(what, ".data[", i, "] is not an integer in range"));
   }
   return Invalid(absl::StrCat(what, ".data[", i, "] is ", JsonTypeName(v), ", not an integer"));
 }
 
-// JSON `data` -> the raw form of `dtype` (BYTES: 4-byte length + bytes).
-absl::StatusOr<std::string> ConvertData(const rapidjson::Value& data, DType dtype,
-                                        absl::Span<const int64_t> dims, absl::string_view what,
-                                        const RequestLimits& limits) {
+// Element `i` of a non-BYTES `dtype` into the raw buffer `dst`.
+absl::Status PutElement(DType dtype, const JsonElem& v, absl::string_view what, int64_t i,
+                        char* dst) {
+  switch (dtype) {
+    case DType::kBool:
+      if (v.kind != JsonElem::Kind::kBool) {
+        return Invalid(absl::StrCat(what, ".data[", i, "] is ", JsonTypeName(v),
+                                    ", not true or false (BOOL)"));
+      }
+      dst[i] = v.b ? 1 : 0;
+      return absl::OkStatus();
+    case DType::kInt8:
+      return PutInteger<int8_t>(v, what, i, dst);
+    case DType::kInt16:
+      return PutInteger<int16_t>(v, what, i, dst);
+    case DType::kInt32:
+      return PutInteger<int32_t>(v, what, i, dst);
+    case DType::kInt64:
+      return PutInteger<int64_t>(v, what, i, dst);
+    case DType::kUInt8:
+      return PutInteger<uint8_t>(v, what, i, dst);
+    case DType::kUInt16:
+      return PutInteger<uint16_t>(v, what, i, dst);
+    case DType::kUInt32:
+      return PutInteger<uint32_t>(v, what, i, dst);
+    case DType::kUInt64:
+      return PutInteger<uint64_t>(v, what, i, dst);
+    case DType::kFloat32:
+    case DType::kFloat64:
+    case DType::kFloat16:
+    case DType::kBFloat16: {
+      if (v.kind != JsonElem::Kind::kInt && v.kind != JsonElem::Kind::kUint &&
+          v.kind != JsonElem::Kind::kDouble) {
+        return Invalid(absl::StrCat(what, ".data[", i, "] is ", JsonTypeName(v), ", not a number"));
+      }
+      const double d = AsDouble(v);
+      if (dtype == DType::kFloat32) {
+        const float f = DoubleToFloat(d);
+        std::memcpy(dst + 4 * i, &f, 4);
+      } else if (dtype == DType::kFloat64) {
+        std::memcpy(dst + 8 * i, &d, 8);
+      } else {
+        const uint16_t h = dtype == DType::kFloat16 ? DoubleToHalf(d) : DoubleToBFloat16(d);
+        std::memcpy(dst + 2 * i, &h, 2);
+      }
+      return absl::OkStatus();
+    }
+    default:
+      return Invalid(what, ": this datatype has no JSON form");
+  }
+}
+
+std::string CountError(absl::string_view what, int64_t got, int64_t n,
+                       absl::Span<const int64_t> dims) {
+  return absl::StrCat(what, ".data has ", got > n ? "more than " : "", got > n ? n : got,
+                      " elements but shape ", ShapeToString(dims), " needs ", n);
+}
+
+// An input's `data` as the parser left it: converted on the fly into `raw`
+// when the input's datatype and shape came before its data (`direct`), else
+// the elements (`elems`, at most n + 1 kept) for ConvertData.
+struct CapturedData {
+  bool seen = false;
+  bool duplicate = false;  // "data" twice in one input
+  bool direct = false;
+  DType dtype = DType::kInvalid;  // direct only
+  int64_t count = 0;              // elements seen (direct: up to n + 1)
+  int64_t n = 0;                  // direct: elements the shape needs
+  std::vector<int64_t> dims;      // direct: the shape it was converted for
+  absl::Status first_error;       // direct: the first bad element
+  std::string raw;                // direct: the converted data
+  std::vector<JsonElem> elems;    // otherwise
+};
+
+// JSON `data` elements -> the raw form of `dtype` (BYTES: 4-byte length +
+// bytes; their text in `arena`).
+absl::StatusOr<std::string> ConvertData(const CapturedData& data, const std::string& arena,
+                                        DType dtype, absl::Span<const int64_t> dims,
+                                        absl::string_view what, const RequestLimits& limits) {
   ASSIGN_OR_RETURN(const int64_t bytes,
                    CheckShape(dtype, dims, what, limits, dtype == DType::kString ? 0 : -1));
   const int64_t n = Count(dims);
-  std::vector<const rapidjson::Value*> elems;
-  RETURN_IF_ERROR(Flatten(data, what, n, &elems));
+  const std::vector<JsonElem>& elems = data.elems;
   if (static_cast<int64_t>(elems.size()) != n) {
-    return Invalid(
-        absl::StrCat(what, ".data has ", elems.size() > static_cast<size_t>(n) ? "more than " : "",
-                     elems.size(), " elements but shape ", ShapeToString(dims), " needs ", n));
+    return Invalid(CountError(what, static_cast<int64_t>(elems.size()), n, dims));
   }
   std::string out;
   if (dtype == DType::kString) {
     int64_t total = 0;
     for (int64_t i = 0; i < n; ++i) {
-      const rapidjson::Value& v = *elems[i];
-      if (!v.IsString()) {
+      const JsonElem& v = elems[i];
+      if (v.kind != JsonElem::Kind::kString) {
         return Invalid(
             absl::StrCat(what, ".data[", i, "] is ", JsonTypeName(v), ", not a string (BYTES)"));
       }
-      total += 4 + v.GetStringLength();
+      total += 4 + v.len;
     }
     if (total - 4 * n > limits.max_tensor_bytes) {
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -229,97 +306,294 @@ absl::StatusOr<std::string> ConvertData(const rapidjson::Value& data, DType dtyp
     }
     out.reserve(total);
     for (int64_t i = 0; i < n; ++i) {
-      const uint32_t len = elems[i]->GetStringLength();
+      const uint32_t len = elems[i].len;
       char prefix[4];
       std::memcpy(prefix, &len, 4);
       out.append(prefix, 4);
-      out.append(elems[i]->GetString(), len);
+      out.append(arena, elems[i].off, len);
     }
     return out;
   }
   out.resize(static_cast<size_t>(bytes));
-  char* dst = out.data();
   for (int64_t i = 0; i < n; ++i) {
-    const rapidjson::Value& v = *elems[i];
-    switch (dtype) {
-      case DType::kBool: {
-        if (!v.IsBool()) {
-          return Invalid(absl::StrCat(what, ".data[", i, "] is ", JsonTypeName(v),
-                                      ", not true or false (BOOL)"));
-        }
-        dst[i] = v.GetBool() ? 1 : 0;
-        break;
-      }
-      case DType::kInt8:
-        RETURN_IF_ERROR(PutInteger<int8_t>(v, what, i, dst));
-        break;
-      case DType::kInt16:
-        RETURN_IF_ERROR(PutInteger<int16_t>(v, what, i, dst));
-        break;
-      case DType::kInt32:
-        RETURN_IF_ERROR(PutInteger<int32_t>(v, what, i, dst));
-        break;
-      case DType::kInt64:
-        RETURN_IF_ERROR(PutInteger<int64_t>(v, what, i, dst));
-        break;
-      case DType::kUInt8:
-        RETURN_IF_ERROR(PutInteger<uint8_t>(v, what, i, dst));
-        break;
-      case DType::kUInt16:
-        RETURN_IF_ERROR(PutInteger<uint16_t>(v, what, i, dst));
-        break;
-      case DType::kUInt32:
-        RETURN_IF_ERROR(PutInteger<uint32_t>(v, what, i, dst));
-        break;
-      case DType::kUInt64:
-        RETURN_IF_ERROR(PutInteger<uint64_t>(v, what, i, dst));
-        break;
-      case DType::kFloat32:
-      case DType::kFloat64:
-      case DType::kFloat16:
-      case DType::kBFloat16: {
-        if (!v.IsNumber()) {
-          return Invalid(
-              absl::StrCat(what, ".data[", i, "] is ", JsonTypeName(v), ", not a number"));
-        }
-        const double d = v.GetDouble();
-        if (dtype == DType::kFloat32) {
-          const float f = DoubleToFloat(d);
-          std::memcpy(dst + 4 * i, &f, 4);
-        } else if (dtype == DType::kFloat64) {
-          std::memcpy(dst + 8 * i, &d, 8);
-        } else {
-          const uint16_t h = dtype == DType::kFloat16 ? DoubleToHalf(d) : DoubleToBFloat16(d);
-          std::memcpy(dst + 2 * i, &h, 2);
-        }
-        break;
-      }
-      default:
-        return Invalid(what, ": this datatype has no JSON form");
-    }
+    RETURN_IF_ERROR(PutElement(dtype, elems[i], what, i, out.data()));
   }
   return out;
 }
 
-// Writes a float in its shortest round-trip form ("-0.0" keeps its sign
-// through parsers that read "-0" as the integer 0).
-template <typename F>
-void WriteFloat(JsonWriter& w, F x) {
-  if (std::isnan(x)) {
-    w.RawValue("NaN", 3, rapidjson::kNumberType);
-  } else if (std::isinf(x)) {
-    if (x > 0) {
-      w.RawValue("Infinity", 8, rapidjson::kNumberType);
-    } else {
-      w.RawValue("-Infinity", 9, rapidjson::kNumberType);
-    }
-  } else if (x == 0 && std::signbit(x)) {
-    w.RawValue("-0.0", 4, rapidjson::kNumberType);
-  } else {
-    char buf[64];
-    const auto r = std::to_chars(buf, buf + sizeof(buf), x);
-    w.RawValue(buf, r.ptr - buf, rapidjson::kNumberType);
+// Forwards the SAX events of a request body to a Document, except the value
+// of each inputs[i].data: the Document gets null there, and the elements go
+// to captured[i] (see CapturedData) instead. Everything else (ids,
+// parameters, shapes, outputs) is checked on the Document afterwards.
+class RequestHandler {
+ public:
+  RequestHandler(rapidjson::Document* doc, const RequestLimits& limits,
+                 std::vector<CapturedData>* captured, std::string* arena)
+      : doc_(doc), limits_(limits), captured_(captured), arena_(arena) {}
+
+  bool Null() {
+    return Scalar(JsonElem{}, [&] { return doc_->Null(); });
   }
+  bool Bool(bool b) {
+    JsonElem e;
+    e.kind = JsonElem::Kind::kBool;
+    e.b = b;
+    return Scalar(e, [&] { return doc_->Bool(b); });
+  }
+  bool Int(int i) {
+    return Integer(i, [&] { return doc_->Int(i); });
+  }
+  bool Uint(unsigned u) {
+    return Integer(u, [&] { return doc_->Uint(u); });
+  }
+  bool Int64(int64_t i) {
+    return Integer(i, [&] { return doc_->Int64(i); });
+  }
+  bool Uint64(uint64_t u) {
+    if (u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return Integer(static_cast<int64_t>(u), [&] { return doc_->Uint64(u); });
+    }
+    JsonElem e;
+    e.kind = JsonElem::Kind::kUint;
+    e.u = u;
+    return Scalar(e, [&] { return doc_->Uint64(u); });
+  }
+  bool Double(double d) {
+    JsonElem e;
+    e.kind = JsonElem::Kind::kDouble;
+    e.d = d;
+    return Scalar(e, [&] { return doc_->Double(d); });
+  }
+  bool RawNumber(const char*, rapidjson::SizeType, bool) { return false; }  // not enabled
+  bool String(const char* str, rapidjson::SizeType len, bool copy) {
+    if (skip_depth_ > 0) return true;
+    if (capture_depth_ > 0 || pending_data_) {
+      JsonElem e;
+      e.kind = JsonElem::Kind::kString;
+      e.len = len;
+      e.off = arena_->size();
+      return Scalar(
+          e, [] { return true; }, absl::string_view(str, len));
+    }
+    if (level_ == 3 && in_inputs_) {
+      if (key_ == "datatype" && !dtype_seen_) {
+        dtype_seen_ = true;
+        dtype_ = DTypeFromOip(absl::string_view(str, len));
+      } else if (key_ == "name" && !name_seen_) {
+        name_seen_ = true;
+        name_.assign(str, len);
+      }
+    }
+    if (shape_open_) shape_ok_ = false;
+    OnValue();
+    return doc_->String(str, len, copy);
+  }
+  bool StartObject() {
+    if (skip_depth_ > 0) {
+      ++skip_depth_;
+      return true;
+    }
+    if (capture_depth_ > 0 || pending_data_) {
+      // An object where an element belongs: one (bad) element; its
+      // contents are skipped.
+      JsonElem e;
+      e.kind = JsonElem::Kind::kObject;
+      if (pending_data_) Begin();
+      Add(e);
+      skip_depth_ = 1;
+      return true;
+    }
+    if (shape_open_) shape_ok_ = false;
+    OnValue();
+    ++level_;
+    return doc_->StartObject();
+  }
+  bool Key(const char* str, rapidjson::SizeType len, bool copy) {
+    if (skip_depth_ > 0) return true;
+    const absl::string_view key(str, len);
+    if (level_ == 1) root_key_.assign(str, len);
+    if (level_ == 3 && in_inputs_) {
+      key_.assign(str, len);
+      pending_data_ = key == "data";
+    }
+    return doc_->Key(str, len, copy);
+  }
+  bool EndObject(rapidjson::SizeType members) {
+    if (skip_depth_ > 0) {
+      if (--skip_depth_ == 0 && capture_depth_ == 0) End();
+      return true;
+    }
+    --level_;
+    return doc_->EndObject(members);
+  }
+  bool StartArray() {
+    if (skip_depth_ > 0) return true;
+    if (capture_depth_ > 0) {
+      ++capture_depth_;  // nested data: flattened in row-major order
+      return true;
+    }
+    if (pending_data_) {
+      Begin();
+      capture_depth_ = 1;
+      return true;
+    }
+    if (shape_open_) shape_ok_ = false;
+    OnValue();
+    if (level_ == 1 && root_key_ == "inputs") in_inputs_ = true;
+    if (level_ == 3 && in_inputs_ && key_ == "shape" && !shape_seen_) {
+      shape_open_ = true;
+      shape_ok_ = true;
+    }
+    ++level_;
+    return doc_->StartArray();
+  }
+  bool EndArray(rapidjson::SizeType elements) {
+    if (skip_depth_ > 0) return true;
+    if (capture_depth_ > 0) {
+      if (--capture_depth_ == 0) End();
+      return true;
+    }
+    --level_;
+    if (level_ == 1) in_inputs_ = false;
+    if (level_ == 3 && shape_open_) {
+      shape_open_ = false;
+      shape_seen_ = true;
+    }
+    return doc_->EndArray(elements);
+  }
+
+ private:
+  template <typename Forward>
+  bool Integer(int64_t i, Forward forward) {
+    JsonElem e;
+    e.kind = JsonElem::Kind::kInt;
+    e.i = i;
+    if (shape_open_ && skip_depth_ == 0 && capture_depth_ == 0 && !pending_data_) {
+      if (level_ == 4 && i >= 0) {
+        dims_.push_back(i);
+      } else {
+        shape_ok_ = false;
+      }
+    }
+    return Scalar(e, forward);
+  }
+
+  // A scalar: an element of captured data (string text in `text`), or
+  // forwarded to the Document.
+  template <typename Forward>
+  bool Scalar(const JsonElem& e, Forward forward, absl::string_view text = {}) {
+    if (skip_depth_ > 0) return true;
+    if (capture_depth_ > 0 || pending_data_) {
+      const bool single = pending_data_;  // data given as one scalar
+      if (single) Begin();
+      if (Add(e) && e.kind == JsonElem::Kind::kString) arena_->append(text.data(), text.size());
+      if (single) End();
+      return true;
+    }
+    if (shape_open_ && e.kind != JsonElem::Kind::kInt) shape_ok_ = false;
+    OnValue();
+    return forward();
+  }
+
+  // A value starts at the current level: at level 2 of the inputs array it
+  // is the next input.
+  void OnValue() {
+    if (level_ == 2 && in_inputs_) {
+      ++input_;
+      name_seen_ = dtype_seen_ = shape_seen_ = shape_open_ = false;
+      shape_ok_ = false;
+      dims_.clear();
+      name_.clear();
+      key_.clear();
+      dtype_ = DType::kInvalid;
+    }
+  }
+
+  // inputs[input_].data begins: converted directly when its datatype and
+  // shape came first and pass the limits, else kept as elements.
+  void Begin() {
+    pending_data_ = false;
+    doc_->Null();  // the member's value in the Document
+    if (static_cast<int64_t>(captured_->size()) <= input_) captured_->resize(input_ + 1);
+    c_ = &(*captured_)[input_];
+    if (c_->seen) {
+      c_->duplicate = true;
+      return;
+    }
+    c_->seen = true;
+    if (!dtype_seen_ || dtype_ == DType::kInvalid || dtype_ == DType::kString || !shape_seen_ ||
+        !shape_ok_) {
+      return;
+    }
+    what_ = name_seen_ ? absl::StrCat("input '", name_, "'") : absl::StrCat("inputs[", input_, "]");
+    absl::StatusOr<int64_t> bytes = CheckShape(dtype_, dims_, what_, limits_);
+    if (!bytes.ok()) return;  // reported in order by the checks on the Document
+    c_->direct = true;
+    c_->dtype = dtype_;
+    c_->dims = dims_;
+    c_->n = Count(dims_);
+    c_->raw.resize(static_cast<size_t>(*bytes));
+  }
+
+  // One element; false when it is not kept (past the count that matters).
+  bool Add(const JsonElem& e) {
+    if (c_->duplicate) return false;
+    if (c_->direct) {
+      if (c_->count < c_->n) {
+        if (c_->first_error.ok()) {
+          absl::Status s = PutElement(c_->dtype, e, what_, c_->count, c_->raw.data());
+          if (!s.ok()) c_->first_error = std::move(s);
+        }
+      } else if (c_->count > c_->n) {
+        return false;
+      }
+      ++c_->count;
+      return true;
+    }
+    // Kept for ConvertData, which needs the shape's count + 1 at most.
+    if (static_cast<int64_t>(c_->elems.size()) > limits_.max_tensor_elements) return false;
+    c_->elems.push_back(e);
+    return true;
+  }
+
+  void End() { c_ = nullptr; }
+
+  rapidjson::Document* const doc_;
+  const RequestLimits& limits_;
+  std::vector<CapturedData>* const captured_;
+  std::string* const arena_;
+
+  int level_ = 0;         // open containers the Document sees
+  std::string root_key_;  // the last key of the root object
+  bool in_inputs_ = false;
+  int64_t input_ = -1;  // the current input's index
+  std::string key_;     // its last key
+  bool name_seen_ = false, dtype_seen_ = false, shape_seen_ = false;
+  bool shape_open_ = false, shape_ok_ = false;
+  std::string name_;
+  DType dtype_ = DType::kInvalid;
+  std::vector<int64_t> dims_;
+  std::string what_;
+
+  bool pending_data_ = false;  // the next value is inputs[input_].data
+  int capture_depth_ = 0;      // open arrays of captured data
+  int skip_depth_ = 0;         // open objects inside captured data
+  CapturedData* c_ = nullptr;
+};
+
+// A float's shortest round-trip text at `p` (32 bytes are enough); NaN and
+// the infinities as the bare tokens, "-0.0" keeping its sign through
+// parsers that read "-0" as the integer 0. Returns the end.
+template <typename F>
+char* FloatText(F x, char* p) {
+  auto put = [p](const char* text, size_t n) {
+    std::memcpy(p, text, n);
+    return p + n;
+  };
+  if (std::isnan(x)) return put("NaN", 3);
+  if (std::isinf(x)) return x > 0 ? put("Infinity", 8) : put("-Infinity", 9);
+  if (x == 0 && std::signbit(x)) return put("-0.0", 4);
+  return std::to_chars(p, p + 32, x).ptr;
 }
 
 template <typename T>
@@ -329,67 +603,76 @@ T Load(const char* p, int64_t i) {
   return t;
 }
 
-// One output's raw data as a JSON array (flat). False: a BYTES element that
-// is not UTF-8.
-bool WriteData(JsonWriter& w, DType dtype, const std::string& raw, int64_t n) {
-  const char* p = raw.data();
-  w.StartArray();
-  if (dtype == DType::kString) {
-    size_t at = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      uint32_t len = 0;
-      std::memcpy(&len, p + at, 4);
-      if (!w.String(p + at + 4, len)) return false;
-      at += 4 + len;
-    }
-    w.EndArray();
-    return true;
-  }
+// One output's elements (not BYTES) as a flat JSON array, written straight
+// into `out` (a 16 MiB FP32 output is ~45 MB of text: no writer per value).
+void AppendNumbers(DType dtype, const char* p, int64_t n, std::string* out) {
+  out->reserve(out->size() + 2 + static_cast<size_t>(n) * 26);  // 24 chars of a double + ','
+  out->push_back('[');
+  char buf[40];
   for (int64_t i = 0; i < n; ++i) {
+    char* e = buf;
+    if (i > 0) *e++ = ',';
     switch (dtype) {
       case DType::kBool:
-        w.Bool(p[i] != 0);
+        e = p[i] != 0 ? (std::memcpy(e, "true", 4), e + 4) : (std::memcpy(e, "false", 5), e + 5);
         break;
       case DType::kInt8:
-        w.Int(Load<int8_t>(p, i));
+        e = std::to_chars(e, buf + sizeof(buf), Load<int8_t>(p, i)).ptr;
         break;
       case DType::kInt16:
-        w.Int(Load<int16_t>(p, i));
+        e = std::to_chars(e, buf + sizeof(buf), Load<int16_t>(p, i)).ptr;
         break;
       case DType::kInt32:
-        w.Int(Load<int32_t>(p, i));
+        e = std::to_chars(e, buf + sizeof(buf), Load<int32_t>(p, i)).ptr;
         break;
       case DType::kInt64:
-        w.Int64(Load<int64_t>(p, i));
+        e = std::to_chars(e, buf + sizeof(buf), Load<int64_t>(p, i)).ptr;
         break;
       case DType::kUInt8:
-        w.Uint(Load<uint8_t>(p, i));
+        e = std::to_chars(e, buf + sizeof(buf), Load<uint8_t>(p, i)).ptr;
         break;
       case DType::kUInt16:
-        w.Uint(Load<uint16_t>(p, i));
+        e = std::to_chars(e, buf + sizeof(buf), Load<uint16_t>(p, i)).ptr;
         break;
       case DType::kUInt32:
-        w.Uint(Load<uint32_t>(p, i));
+        e = std::to_chars(e, buf + sizeof(buf), Load<uint32_t>(p, i)).ptr;
         break;
       case DType::kUInt64:
-        w.Uint64(Load<uint64_t>(p, i));
+        e = std::to_chars(e, buf + sizeof(buf), Load<uint64_t>(p, i)).ptr;
         break;
       case DType::kFloat32:
-        WriteFloat(w, Load<float>(p, i));
+        e = FloatText(Load<float>(p, i), e);
         break;
       case DType::kFloat64:
-        WriteFloat(w, Load<double>(p, i));
+        e = FloatText(Load<double>(p, i), e);
         break;
       case DType::kFloat16:
-        WriteFloat(w, HalfToFloat(Load<uint16_t>(p, i)));
+        e = FloatText(HalfToFloat(Load<uint16_t>(p, i)), e);
         break;
       case DType::kBFloat16:
-        WriteFloat(w, BFloat16ToFloat(Load<uint16_t>(p, i)));
+        e = FloatText(BFloat16ToFloat(Load<uint16_t>(p, i)), e);
         break;
       default:
-        w.Null();
+        std::memcpy(e, "null", 4);
+        e += 4;
         break;
     }
+    out->append(buf, static_cast<size_t>(e - buf));
+  }
+  out->push_back(']');
+}
+
+// A BYTES output as a JSON array of strings. False: an element that is not
+// UTF-8 (the writer validates).
+bool WriteStrings(JsonWriter& w, const std::string& raw, int64_t n) {
+  const char* p = raw.data();
+  w.StartArray();
+  size_t at = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t len = 0;
+    std::memcpy(&len, p + at, 4);
+    if (!w.String(p + at + 4, len)) return false;
+    at += 4 + len;
   }
   w.EndArray();
   return true;
@@ -401,6 +684,8 @@ struct JsonInferRequest::Impl {
   rapidjson::Document doc;
   std::vector<std::vector<int64_t>> shapes;
   std::vector<std::string> converted;  // JSON data in raw form
+  std::vector<CapturedData> captured;  // each input's data, as parsed
+  std::string arena;                   // text of captured BYTES elements
   bool has_id = false;
   bool binary_output_default = false;
   std::vector<std::pair<std::string, bool>> output_binary;  // requested outputs' binary_data
@@ -428,10 +713,18 @@ absl::StatusOr<std::unique_ptr<JsonInferRequest>> JsonInferRequest::Parse(
   std::unique_ptr<JsonInferRequest> r(new JsonInferRequest());
   Impl& impl = *r->impl_;
   rapidjson::Document& doc = impl.doc;
-  doc.Parse<kParseFlags>(json.data(), json.size());
-  if (doc.HasParseError()) {
-    return Invalid(absl::StrCat("malformed JSON at byte ", doc.GetErrorOffset(), ": ",
-                                rapidjson::GetParseError_En(doc.GetParseError())));
+  // SAX into the Document, with inputs' data diverted (RequestHandler).
+  rapidjson::Reader reader;
+  auto generate = [&](rapidjson::Document& d) {
+    RequestHandler handler(&d, limits, &impl.captured, &impl.arena);
+    rapidjson::MemoryStream ms(json.data(), json.size());
+    rapidjson::EncodedInputStream<rapidjson::UTF8<>, rapidjson::MemoryStream> is(ms);
+    return !reader.Parse<kParseFlags>(is, handler).IsError();
+  };
+  doc.Populate(generate);
+  if (reader.HasParseError()) {
+    return Invalid(absl::StrCat("malformed JSON at byte ", reader.GetErrorOffset(), ": ",
+                                rapidjson::GetParseError_En(reader.GetParseErrorCode())));
   }
   if (!doc.IsObject()) return Invalid("the request must be a JSON object");
   InferRequest& req = r->request_;
@@ -553,7 +846,20 @@ absl::StatusOr<std::unique_ptr<JsonInferRequest>> JsonInferRequest::Parse(
       }
       req.raw_inputs.push_back(block);
     } else if (data != t.MemberEnd()) {
-      ASSIGN_OR_RETURN(std::string raw, ConvertData(data->value, dtype, dims, what, limits));
+      if (i >= impl.captured.size()) {  // RequestHandler captures every inputs[i].data
+        return absl::InternalError(absl::StrCat(what, ": its data was not captured"));
+      }
+      CapturedData& c = impl.captured[i];
+      if (c.duplicate) return Invalid(what, " has data twice");
+      std::string raw;
+      if (c.direct && c.dtype == dtype && c.dims == dims) {
+        RETURN_IF_ERROR(CheckShape(dtype, dims, what, limits).status());
+        if (c.count != c.n) return Invalid(CountError(what, c.count, c.n, dims));
+        RETURN_IF_ERROR(c.first_error);
+        raw = std::move(c.raw);
+      } else {
+        ASSIGN_OR_RETURN(raw, ConvertData(c, impl.arena, dtype, dims, what, limits));
+      }
       impl.converted.push_back(std::move(raw));
       req.raw_inputs.push_back(impl.converted.back());
     } else if (!in_shm) {
@@ -651,6 +957,13 @@ absl::Status JsonInferResponse::Encode(const JsonInferRequest& request, std::str
                                        std::vector<std::string>* binary) {
   rapidjson::StringBuffer buffer;
   JsonWriter w(buffer);
+  // Numeric data arrays: written apart, then put in place of a one-byte
+  // placeholder at `at` of the writer's text.
+  struct Splice {
+    size_t at;
+    std::string text;
+  };
+  std::vector<Splice> splices;
   w.StartObject();
   w.Key("model_name");
   w.String(model_.data(), model_.size());
@@ -682,9 +995,16 @@ absl::Status JsonInferResponse::Encode(const JsonInferRequest& request, std::str
       w.Int64(static_cast<int64_t>(out.data.size()));
       w.EndObject();
       binary->push_back(std::move(out.data));
+    } else if (const DType dtype = DTypeFromOip(out.datatype); dtype != DType::kString) {
+      // Numbers: a placeholder value now, the array spliced in below.
+      w.Key("data");
+      w.RawValue("0", 1, rapidjson::kNumberType);
+      Splice splice{buffer.GetSize() - 1, std::string()};
+      AppendNumbers(dtype, out.data.data(), Count(out.shape), &splice.text);
+      splices.push_back(std::move(splice));
     } else {
       w.Key("data");
-      if (!WriteData(w, DTypeFromOip(out.datatype), out.data, Count(out.shape))) {
+      if (!WriteStrings(w, out.data, Count(out.shape))) {
         return Invalid(absl::StrCat("output '", out.name,
                                     "' has BYTES that are not UTF-8 and cannot be a JSON string; "
                                     "ask for it with \"parameters\": {\"binary_data\": true}"));
@@ -694,7 +1014,18 @@ absl::Status JsonInferResponse::Encode(const JsonInferRequest& request, std::str
   }
   w.EndArray();
   w.EndObject();
-  json->assign(buffer.GetString(), buffer.GetSize());
+  const absl::string_view text(buffer.GetString(), buffer.GetSize());
+  size_t total = text.size();
+  for (const Splice& sp : splices) total += sp.text.size() - 1;
+  json->clear();
+  json->reserve(total);
+  size_t from = 0;
+  for (const Splice& sp : splices) {
+    json->append(text.data() + from, sp.at - from);
+    json->append(sp.text);
+    from = sp.at + 1;
+  }
+  json->append(text.data() + from, text.size() - from);
   return absl::OkStatus();
 }
 
