@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -19,6 +20,7 @@
 #include "grpc/health/v1/health.pb.h"
 #include "server/core/logging.h"
 #include "server/grpc/server_sockets.h"
+#include "server/http/tls_context.h"
 
 namespace tensorops {
 namespace {
@@ -64,9 +66,9 @@ int64_t ClampMs(absl::Duration d) {
   return std::min<int64_t>(absl::ToInt64Milliseconds(d), std::numeric_limits<int>::max());
 }
 
-// Listening credentials from the TLS options: insecure, TLS, or mutual TLS.
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
-    const ServerOptions& options) {
+// The TLS files, read once for both doors (gRPC and HTTPS use the same
+// text); nullopt when TLS is off.
+absl::StatusOr<std::optional<TlsPem>> ReadTlsFiles(const ServerOptions& options) {
   if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
     return absl::InvalidArgumentError("--tls_cert and --tls_key go together");
   }
@@ -74,20 +76,32 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     if (!options.tls_client_ca_file.empty()) {
       return absl::InvalidArgumentError("--tls_client_ca needs --tls_cert and --tls_key");
     }
-    return grpc::InsecureServerCredentials();
+    return std::nullopt;
   }
+  TlsPem pem;
   absl::StatusOr<std::string> cert = ReadPemFile("--tls_cert", options.tls_cert_file);
   if (!cert.ok()) return cert.status();
+  pem.cert_chain = *std::move(cert);
   absl::StatusOr<std::string> key = ReadPemFile("--tls_key", options.tls_key_file);
   if (!key.ok()) return key.status();
-  grpc::SslServerCredentialsOptions ssl;
-  ssl.pem_key_cert_pairs.push_back({*key, *cert});
-  if (options.tls_client_ca_file.empty()) {
-    ssl.client_certificate_request = GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE;
-  } else {
+  pem.private_key = *std::move(key);
+  if (!options.tls_client_ca_file.empty()) {
     absl::StatusOr<std::string> ca = ReadPemFile("--tls_client_ca", options.tls_client_ca_file);
     if (!ca.ok()) return ca.status();
-    ssl.pem_root_certs = *ca;
+    pem.client_ca = *std::move(ca);
+  }
+  return pem;
+}
+
+// gRPC's listening credentials: insecure, TLS, or mutual TLS.
+std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const std::optional<TlsPem>& pem) {
+  if (!pem.has_value()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back({pem->private_key, pem->cert_chain});
+  if (pem->client_ca.empty()) {
+    ssl.client_certificate_request = GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE;
+  } else {
+    ssl.pem_root_certs = pem->client_ca;
     ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
   return grpc::SslServerCredentials(ssl);
@@ -201,14 +215,24 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
   (void)grpc::health::v1::HealthCheckRequest::descriptor();
 
   const std::string address = absl::StrCat(options.host, ":", options.port);
+  absl::StatusOr<std::optional<TlsPem>> tls = ReadTlsFiles(options);
+  if (!tls.ok()) return tls.status();
+  // Built before either door listens, also with HTTP off: OpenSSL checks the
+  // files (the chain parses, the key matches it), so a bad one stops the
+  // start with an error naming its flag rather than a port gRPC cannot open.
+  TlsContext tls_context;
+  if (tls->has_value()) {
+    absl::StatusOr<TlsContext> context = MakeTlsContext(**tls);
+    if (!context.ok()) return context.status();
+    tls_context = *std::move(context);
+  }
   grpc::ServerBuilder builder;
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = MakeServerCredentials(options);
-  if (!creds.ok()) return creds.status();
-  builder.AddListeningPort(address, *creds, &s->port_);
+  const std::shared_ptr<grpc::ServerCredentials> creds = MakeServerCredentials(*tls);
+  builder.AddListeningPort(address, creds, &s->port_);
   // Extra addresses (--listen), e.g. a Unix socket for sidecars on this host.
   std::vector<int> extra_ports(options.listen.size(), 0);
   for (size_t i = 0; i < options.listen.size(); ++i) {
-    builder.AddListeningPort(options.listen[i], *creds, &extra_ports[i]);
+    builder.AddListeningPort(options.listen[i], creds, &extra_ports[i]);
   }
   // Keepalive pings find dead peers (also idle ones); a maximum connection
   // age makes clients reconnect now and then, so L4 load balancers spread them.
@@ -264,17 +288,15 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
   s->server_->GetHealthCheckService()->SetServingStatus(kServiceName, true);
   // The Open Inference Protocol's service too (its ServerReady agrees).
   s->server_->GetHealthCheckService()->SetServingStatus("inference.GRPCInferenceService", true);
-  if (options.http_port >= 0 && !options.tls_cert_file.empty()) {
-    // The HTTP door has no TLS yet: it stays off rather than take bearer
-    // tokens and tensors in the clear beside a TLS gRPC port.
-    Log(LogLevel::kWarning,
-        "HTTP/REST is off: it has no TLS yet and --tls_cert_file is set (use gRPC)");
-  } else if (options.http_port >= 0) {
+  if (options.http_port >= 0) {
     HttpServer::Options http_options;
     http_options.host = options.http_host;
     http_options.port = options.http_port;
     http_options.max_body_bytes = options.max_message_bytes;
     http_options.tokens_required = !options.auth_token.empty();
+    // With TLS on, HTTPS only, with gRPC's certificate and client CA: bearer
+    // tokens and tensors never cross the HTTP port in the clear.
+    http_options.tls = tls_context;
     absl::StatusOr<std::unique_ptr<HttpServer>> http =
         HttpServer::Start(s->pipeline_.get(), s->shm_.get(), http_options);
     if (!http.ok()) return http.status();

@@ -56,7 +56,7 @@ struct ServerOptions {
   // that embedders and in-process tests never collide on a fixed port;
   // tensorops-server's --http_port defaults to 8000.
   std::string http_host = "127.0.0.1";
-  int http_port = -1;  // 0 picks a free port; -1 disables it; off with TLS (no TLS yet)
+  int http_port = -1;  // 0 picks a free port; -1 disables it; HTTPS only with TLS on
   absl::Duration drain_timeout = absl::Seconds(10);
   bool access_log = false;
   int64_t min_parallel_bytes = kDefaultMinParallelBytes;
@@ -67,8 +67,9 @@ struct ServerOptions {
   // Tests only: see CallPipeline::Options::test_kernel_gate.
   std::string test_kernel_gate;
   // Transport security (all PEM file paths; empty = off). tls_cert_file and
-  // tls_key_file together turn on TLS; tls_client_ca_file (needs TLS) also
-  // requires and verifies a client certificate signed by that CA (mTLS).
+  // tls_key_file together turn on TLS on the gRPC and HTTP ports (HTTPS);
+  // tls_client_ca_file (needs TLS) also requires and verifies a client
+  // certificate signed by that CA (mTLS) on both.
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_client_ca_file;

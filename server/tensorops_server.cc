@@ -66,8 +66,8 @@ ABSL_FLAG(std::string, http_host, tensorops::ServerOptions().http_host,
           "tensor extension).");
 ABSL_FLAG(int, http_port, 8000,
           "Port of the Open Inference Protocol over HTTP/REST; 0 picks a free port, -1 "
-          "disables it. Its body limit is --max_message_bytes. Plaintext only: off when "
-          "--tls_cert_file is set.");
+          "disables it. Its body limit is --max_message_bytes. With --tls_cert it serves "
+          "HTTPS only (and with --tls_client_ca mutual TLS), as the gRPC port.");
 ABSL_FLAG(absl::Duration, drain_timeout, tensorops::ServerOptions().drain_timeout,
           "On SIGTERM/SIGINT: how long admitted requests may take to finish before queued "
           "ones are dropped with UNAVAILABLE.");
@@ -113,7 +113,8 @@ ABSL_FLAG(int64_t, stream_chunk_bytes, tensorops::kDefaultStreamChunkBytes,
           "(at least 4096; capped at --max_message_bytes minus 64 KiB).");
 // Transport security and connection management (README "Security").
 ABSL_FLAG(std::string, tls_cert, "",
-          "PEM server certificate chain; with --tls_key, serves TLS only (default: plaintext).");
+          "PEM server certificate chain; with --tls_key, the gRPC and HTTP ports serve TLS "
+          "only (default: plaintext).");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
 ABSL_FLAG(std::string, tls_client_ca, "",
           "PEM CA bundle; when set (needs --tls_cert), every client must present a "
@@ -283,7 +284,8 @@ int main(int argc, char** argv) {
                 (*server)->metrics_port());
   }
   if ((*server)->http_port() >= 0) {
-    std::printf("tensorops-server http on http://%s:%d\n", options.http_host.c_str(),
+    std::printf("tensorops-server http on %s://%s:%d\n",
+                options.tls_cert_file.empty() ? "http" : "https", options.http_host.c_str(),
                 (*server)->http_port());
   }
   std::fflush(stdout);

@@ -23,8 +23,8 @@ PACKAGES=(
   # the tests' independent reference; libgrpc-dev pulls it in too)
   libisal-dev zlib1g-dev
   # the Open Inference Protocol over HTTP (server/http/): libevent's evhttp
-  # and RapidJSON (header-only)
-  libevent-dev rapidjson-dev
+  # (and its OpenSSL bufferevents for HTTPS), OpenSSL and RapidJSON (header-only)
+  libevent-dev libssl-dev rapidjson-dev
 )
 case "$PROFILE" in
   image) ;;

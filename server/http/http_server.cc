@@ -1,12 +1,16 @@
 #include "server/http/http_server.h"
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <event2/thread.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/ssl.h>
+#include <signal.h>
 #include <sys/socket.h>
 
 #include <memory>
@@ -22,6 +26,7 @@
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
+#include "server/core/logging.h"
 #include "server/http/json_binding.h"
 #include "server/oip/oip_codec.h"
 #include "wire/status.h"
@@ -338,10 +343,21 @@ HttpServer::HttpServer(CallPipeline* pipeline, ShmRegistry* shm) : pipeline_(pip
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(CallPipeline* pipeline,
                                                               ShmRegistry* shm,
                                                               const Options& options) {
-  static std::once_flag threads_once;
-  std::call_once(threads_once, [] { evthread_use_pthreads(); });
+  static std::once_flag process_once;
+  std::call_once(process_once, [] {
+    evthread_use_pthreads();
+    // libevent (writev) and OpenSSL's socket BIO (write) do not pass
+    // MSG_NOSIGNAL: a write to a connection the client has reset can raise
+    // SIGPIPE, whose default ends the process. A handler the process set is
+    // kept.
+    struct sigaction old {};
+    if (sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) {
+      signal(SIGPIPE, SIG_IGN);
+    }
+  });
   std::unique_ptr<HttpServer> s(new HttpServer(pipeline, shm));
   s->tokens_required_ = options.tokens_required;
+  s->tls_ = options.tls;
   s->base_ = event_base_new();
   if (s->base_ == nullptr) return absl::InternalError("event_base_new failed");
   s->http_ = evhttp_new(s->base_);
@@ -352,6 +368,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(CallPipeline* pipe
                                            EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS |
                                            EVHTTP_REQ_PATCH);
   evhttp_set_gencb(s->http_, &HttpServer::OnRequest, s.get());
+  if (s->tls_ != nullptr) evhttp_set_bevcb(s->http_, &HttpServer::NewTlsConnection, s.get());
   evhttp_bound_socket* bound = evhttp_bind_socket_with_handle(
       s->http_, options.host.c_str(), static_cast<ev_uint16_t>(options.port));
   if (bound == nullptr) {
@@ -392,11 +409,44 @@ HttpServer::~HttpServer() {
   if (base_ != nullptr) event_base_free(base_);
 }
 
+// evhttp asks for each accepted connection's bufferevent; the socket is
+// attached after. The TLS handshake runs first, as the server, and evhttp
+// reads HTTP/1.1 from what it decrypts; a failed handshake is an error event
+// on which evhttp closes the connection. Freeing the bufferevent frees the
+// SSL and closes the socket.
+bufferevent* HttpServer::NewTlsConnection(event_base* base, void* self) {
+  SSL* ssl = SSL_new(static_cast<HttpServer*>(self)->tls_.get());
+  if (ssl == nullptr) {
+    // Only out of memory. evhttp then makes a plaintext bufferevent of its
+    // own, which Handle refuses to answer on.
+    Log(LogLevel::kError, "HTTPS: SSL_new failed");
+    return nullptr;
+  }
+  bufferevent* bev = bufferevent_openssl_socket_new(base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING,
+                                                    BEV_OPT_CLOSE_ON_FREE);
+  if (bev == nullptr) {
+    SSL_free(ssl);
+    Log(LogLevel::kError, "HTTPS: bufferevent_openssl_socket_new failed");
+    return nullptr;
+  }
+  // A client that closes the TCP connection without TLS's close_notify (most
+  // do after their last answer) is an end of stream, not an error.
+  bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+  return bev;
+}
+
 void HttpServer::OnRequest(evhttp_request* req, void* self) {
   static_cast<HttpServer*>(self)->Handle(req);
 }
 
 void HttpServer::Handle(evhttp_request* req) {
+  if (tls_ != nullptr && bufferevent_openssl_get_ssl(evhttp_connection_get_bufferevent(
+                             evhttp_request_get_connection(req))) == nullptr) {
+    // NewTlsConnection failed and evhttp fell back to plaintext: nothing but
+    // this refusal goes out in the clear.
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+    return Send(req, 503, ErrorJson("this port speaks HTTPS only"));
+  }
   const evhttp_cmd_type method = evhttp_request_get_command(req);
   const char* raw_path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
   const std::string path = raw_path == nullptr ? "" : raw_path;

@@ -17,6 +17,11 @@
 // server drains; everything else needs the token when one is configured and
 // gets 503 while draining.
 //
+// With Options::tls the port speaks HTTPS only: every connection starts with
+// a TLS handshake (the gRPC door's certificate, and with a client CA mutual
+// TLS); a failed handshake closes that connection and nothing is answered in
+// the clear.
+//
 // Thread-safety: Start and Stop from one thread; the loop runs on its own.
 #ifndef TENSOROPS_SERVER_HTTP_HTTP_SERVER_H_
 #define TENSOROPS_SERVER_HTTP_HTTP_SERVER_H_
@@ -28,8 +33,10 @@
 
 #include "absl/status/statusor.h"
 #include "server/core/call.h"
+#include "server/http/tls_context.h"
 #include "server/oip/shm_registry.h"
 
+struct bufferevent;
 struct event_base;
 struct evhttp;
 struct evhttp_request;
@@ -46,6 +53,8 @@ class HttpServer {
     // --auth_token_file: a shared-memory region belongs to the Authorization
     // value that registered it (as on gRPC).
     bool tokens_required = false;
+    // Set: HTTPS only, with this context (MakeTlsContext); null: plaintext.
+    TlsContext tls;
   };
 
   // Binds and starts the loop. Neither pointer is owned; both must outlive
@@ -66,6 +75,7 @@ class HttpServer {
   class InferCall;
   HttpServer(CallPipeline* pipeline, ShmRegistry* shm);
 
+  static bufferevent* NewTlsConnection(event_base* base, void* self);
   static void OnRequest(evhttp_request* req, void* self);
   void Handle(evhttp_request* req);
   void Infer(evhttp_request* req, const std::string& model, const std::string& version);
@@ -73,6 +83,7 @@ class HttpServer {
   CallPipeline* const pipeline_;
   ShmRegistry* const shm_;
   bool tokens_required_ = false;
+  TlsContext tls_;
   event_base* base_ = nullptr;
   evhttp* http_ = nullptr;
   int port_ = 0;

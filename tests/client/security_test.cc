@@ -283,6 +283,16 @@ TEST_F(SecurityTest, BadSecurityFlagsStopTheServer) {
       {"--tls_cert=" + Path("server.pem"), "--tls_cert and --tls_key go together"},
       {"--tls_client_ca=" + Path("ca.pem"), "--tls_client_ca needs --tls_cert"},
       {"--tls_cert=" + Path("missing.pem") + " --tls_key=" + Path("server.key"), "cannot read"},
+      // OpenSSL's checks (server/http/tls_context.h) run with the HTTP port off too.
+      {"--tls_cert=" + Path("ca.key") + " --tls_key=" + Path("server.key"),
+       "--tls_cert: no PEM certificate"},
+      {"--tls_cert=" + Path("server.pem") + " --tls_key=" + Path("client.key"),
+       "--tls_key: does not match the certificate of --tls_cert"},
+      {"--tls_cert=" + Path("server.pem") + " --tls_key=" + Path("server.pem"),
+       "--tls_key: not an unencrypted PEM private key"},
+      {"--tls_cert=" + Path("server.pem") + " --tls_key=" + Path("server.key") +
+           " --tls_client_ca=" + Path("server.key"),
+       "--tls_client_ca: no PEM certificate"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.flags);
