@@ -12,7 +12,9 @@
 #include <openssl/ssl.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -224,7 +226,10 @@ absl::string_view Body(evhttp_request* req) {
 // gives the admission ticket back, as a gRPC reactor's OnDone does).
 class HttpServer::InferCall {
  public:
-  InferCall(HttpServer* server, evhttp_request* req) : server_(server), req_(req) {}
+  InferCall(HttpServer* server, evhttp_request* req)
+      : server_(server),
+        req_(req),
+        base_(evhttp_connection_get_base(evhttp_request_get_connection(req))) {}
 
   void Start(const std::string& model, const std::string& version) {
     evbuffer* input = evhttp_request_get_input_buffer(req_);
@@ -256,7 +261,7 @@ class HttpServer::InferCall {
           status_ = FromGrpcStatus(s);
           // Back to the loop thread, which alone may touch evhttp.
           event_base_once(
-              server_->base_, -1, EV_TIMEOUT,
+              base_, -1, EV_TIMEOUT,
               [](evutil_socket_t, short, void* self) { static_cast<InferCall*>(self)->Reply(); },
               this, nullptr);
         });
@@ -329,6 +334,7 @@ class HttpServer::InferCall {
 
   HttpServer* const server_;
   evhttp_request* const req_;
+  event_base* const base_;  // the loop of the request's connection
   absl::string_view body_;
   std::unique_ptr<JsonInferRequest> parsed_;
   JsonInferResponse response_;
@@ -358,55 +364,107 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(CallPipeline* pipe
   std::unique_ptr<HttpServer> s(new HttpServer(pipeline, shm));
   s->tokens_required_ = options.tokens_required;
   s->tls_ = options.tls;
-  s->base_ = event_base_new();
-  if (s->base_ == nullptr) return absl::InternalError("event_base_new failed");
-  s->http_ = evhttp_new(s->base_);
-  if (s->http_ == nullptr) return absl::InternalError("evhttp_new failed");
-  evhttp_set_max_body_size(s->http_, options.max_body_bytes);
-  evhttp_set_max_headers_size(s->http_, 64 << 10);
-  evhttp_set_allowed_methods(s->http_, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
-                                           EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS |
-                                           EVHTTP_REQ_PATCH);
-  evhttp_set_gencb(s->http_, &HttpServer::OnRequest, s.get());
-  if (s->tls_ != nullptr) evhttp_set_bevcb(s->http_, &HttpServer::NewTlsConnection, s.get());
-  evhttp_bound_socket* bound = evhttp_bind_socket_with_handle(
-      s->http_, options.host.c_str(), static_cast<ev_uint16_t>(options.port));
-  if (bound == nullptr) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen for HTTP on ", options.host, ":", options.port));
+  int loops = options.loops;
+  if (loops <= 0) {
+    loops = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, kMaxDefaultLoops);
+  }
+  evutil_socket_t listen_fd = -1;
+  for (int i = 0; i < loops; ++i) {
+    Loop& loop = s->loops_.emplace_back();
+    loop.base = event_base_new();
+    if (loop.base == nullptr) return absl::InternalError("event_base_new failed");
+    loop.http = evhttp_new(loop.base);
+    if (loop.http == nullptr) return absl::InternalError("evhttp_new failed");
+    evhttp_set_max_body_size(loop.http, options.max_body_bytes);
+    evhttp_set_max_headers_size(loop.http, 64 << 10);
+    evhttp_set_allowed_methods(loop.http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
+                                              EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
+                                              EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+    evhttp_set_gencb(loop.http, &HttpServer::OnRequest, s.get());
+    evhttp_set_bevcb(loop.http, &HttpServer::NewConnection, s.get());
+    if (i == 0) {
+      evhttp_bound_socket* bound = evhttp_bind_socket_with_handle(
+          loop.http, options.host.c_str(), static_cast<ev_uint16_t>(options.port));
+      if (bound == nullptr) {
+        return absl::UnavailableError(
+            absl::StrCat("cannot listen for HTTP on ", options.host, ":", options.port));
+      }
+      listen_fd = evhttp_bound_socket_get_fd(bound);
+      continue;
+    }
+    // The other loops accept on a duplicate of the same socket (each
+    // listener closes its own descriptor); the kernel hands each connection
+    // to one of them.
+    const evutil_socket_t fd = dup(listen_fd);
+    if (fd < 0 || evhttp_accept_socket_with_handle(loop.http, fd) == nullptr) {
+      if (fd >= 0) close(fd);
+      return absl::InternalError("cannot share the HTTP socket with another event loop");
+    }
   }
   // No Nagle: a reply's last partial segment must not wait for the client's
   // delayed ACK (40 ms a call with binary replies of 64 KiB). Linux gives
   // accepted sockets the listening socket's TCP_NODELAY.
   const int one = 1;
-  setsockopt(evhttp_bound_socket_get_fd(bound), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  setsockopt(listen_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   sockaddr_storage addr{};
   socklen_t len = sizeof(addr);
-  if (getsockname(evhttp_bound_socket_get_fd(bound), reinterpret_cast<sockaddr*>(&addr), &len) !=
-      0) {
+  if (getsockname(listen_fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     return absl::InternalError("getsockname failed on the HTTP socket");
   }
   s->port_ = addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
                                         : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-  event_base* base = s->base_;
-  s->loop_ = std::thread([base] { event_base_loop(base, EVLOOP_NO_EXIT_ON_EMPTY); });
+  for (Loop& loop : s->loops_) {
+    loop.thread =
+        std::thread([base = loop.base] { event_base_loop(base, EVLOOP_NO_EXIT_ON_EMPTY); });
+  }
   return s;
 }
 
 void HttpServer::Stop() {
   if (stopped_) return;
   stopped_ = true;
-  if (loop_.joinable()) {
-    event_base_loopbreak(base_);
-    loop_.join();
+  for (Loop& loop : loops_) {
+    if (loop.thread.joinable()) {
+      event_base_loopbreak(loop.base);
+      loop.thread.join();
+    }
   }
-  if (http_ != nullptr) evhttp_free(http_);
-  http_ = nullptr;
+  for (Loop& loop : loops_) {
+    if (loop.http != nullptr) evhttp_free(loop.http);
+    loop.http = nullptr;
+  }
 }
 
 HttpServer::~HttpServer() {
   Stop();
-  if (base_ != nullptr) event_base_free(base_);
+  for (Loop& loop : loops_) {
+    if (loop.base != nullptr) event_base_free(loop.base);
+  }
+}
+
+namespace {
+
+// libevent 2.1 reads at most 4 KiB and writes at most 16 KiB a callback by
+// default: a 64 KiB body took 16 trips through the loop (REST was 0.5x of
+// gRPC there). Bodies are up to --max_message_bytes; a 1 MiB step keeps one
+// connection from holding its loop long.
+constexpr size_t kMaxSingleIo = size_t{1} << 20;
+
+bufferevent* WithLargeIo(bufferevent* bev) {
+  if (bev != nullptr) {
+    bufferevent_set_max_single_read(bev, kMaxSingleIo);
+    bufferevent_set_max_single_write(bev, kMaxSingleIo);
+  }
+  return bev;
+}
+
+}  // namespace
+
+bufferevent* HttpServer::NewConnection(event_base* base, void* self) {
+  if (static_cast<HttpServer*>(self)->tls_ != nullptr) {
+    return WithLargeIo(NewTlsConnection(base, self));
+  }
+  return WithLargeIo(bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE));
 }
 
 // evhttp asks for each accepted connection's bufferevent; the socket is
