@@ -145,6 +145,9 @@ absl::Status ServerOptions::Validate() const {
   if (grpc_memory_bytes < 0) {
     return absl::InvalidArgumentError("--grpc_memory_bytes must be >= 0");
   }
+  if (http_threads < 0 || http_threads > 64) {
+    return absl::InvalidArgumentError("--http_threads must be in 0..64 (0: one per core)");
+  }
   if (limits.max_stream_bytes < 0) {
     return absl::InvalidArgumentError("--max_stream_bytes must be >= 0");
   }
@@ -292,6 +295,7 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
     HttpServer::Options http_options;
     http_options.host = options.http_host;
     http_options.port = options.http_port;
+    http_options.loops = options.http_threads;
     http_options.max_body_bytes = options.max_message_bytes;
     http_options.tokens_required = !options.auth_token.empty();
     // With TLS on, HTTPS only, with gRPC's certificate and client CA: bearer

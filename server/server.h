@@ -56,7 +56,8 @@ struct ServerOptions {
   // that embedders and in-process tests never collide on a fixed port;
   // tensorops-server's --http_port defaults to 8000.
   std::string http_host = "127.0.0.1";
-  int http_port = -1;  // 0 picks a free port; -1 disables it; HTTPS only with TLS on
+  int http_port = -1;    // 0 picks a free port; -1 disables it; HTTPS only with TLS on
+  int http_threads = 0;  // its event-loop threads; 0: one per core, at most 4
   absl::Duration drain_timeout = absl::Seconds(10);
   bool access_log = false;
   int64_t min_parallel_bytes = kDefaultMinParallelBytes;

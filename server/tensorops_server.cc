@@ -68,6 +68,10 @@ ABSL_FLAG(int, http_port, 8000,
           "Port of the Open Inference Protocol over HTTP/REST; 0 picks a free port, -1 "
           "disables it. Its body limit is --max_message_bytes. With --tls_cert it serves "
           "HTTPS only (and with --tls_client_ca mutual TLS), as the gRPC port.");
+ABSL_FLAG(int, http_threads, tensorops::ServerOptions().http_threads,
+          "Event-loop threads of the HTTP/REST port, each serving the connections it "
+          "accepted (reading bodies, parsing JSON, small kernels inline); 0: one per core, "
+          "at most 4.");
 ABSL_FLAG(absl::Duration, drain_timeout, tensorops::ServerOptions().drain_timeout,
           "On SIGTERM/SIGINT: how long admitted requests may take to finish before queued "
           "ones are dropped with UNAVAILABLE.");
@@ -236,6 +240,7 @@ int main(int argc, char** argv) {
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   options.http_host = absl::GetFlag(FLAGS_http_host);
   options.http_port = absl::GetFlag(FLAGS_http_port);
+  options.http_threads = absl::GetFlag(FLAGS_http_threads);
   options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   options.access_log = absl::GetFlag(FLAGS_access_log);
   options.min_parallel_bytes = absl::GetFlag(FLAGS_min_parallel_bytes);

@@ -195,7 +195,8 @@ def decode_answer(status, headers, body):
 class RestClientTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.server = Server("--max_message_bytes=1048576")
+        # Three event loops: connections land on different loops.
+        cls.server = Server("--max_message_bytes=1048576", "--http_threads=3")
         cls.conn = cls.server.conn()
         cls.cases = cases(np.random.default_rng(22))
 
@@ -518,6 +519,36 @@ class RestClientTest(unittest.TestCase):
         finally:
             conn.close()
             self.assertEqual(server.stop(), 0)
+
+    def test_concurrent_connections_over_event_loops(self):
+        # Eight keep-alive connections at once, each checking its own answers.
+        errors = []
+
+        def client(k):
+            conn = self.server.conn()
+            try:
+                for j in range(25):
+                    a = np.arange(64 * (k + 1), dtype=np.float32) + j
+                    body, headers = infer_body([("data", a), ("shift", np.array([k + j], np.int64)),
+                                                ("axes", np.array([0], np.int64))],
+                                               binary_in=("data",), binary_out=(j % 2 == 0))
+                    status, h, answer = self.infer("Roll", body, headers, conn)
+                    if status != 200:
+                        errors.append(f"client {k} call {j}: {status} {answer[:200]}")
+                        return
+                    got = decode_answer(status, h, answer)[1][0]
+                    if not np.array_equal(got, np.roll(a, k + j)):
+                        errors.append(f"client {k} call {j}: wrong answer")
+                        return
+            finally:
+                conn.close()
+
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
 
     def test_timeout_parameter(self):
         # The kernel gate (a test-only flag) holds every kernel while its file

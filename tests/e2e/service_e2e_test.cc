@@ -1072,7 +1072,7 @@ TEST(ServiceE2ETest, HelpListsEveryFlag) {
                            "--max_message_bytes", "--metrics_host", "--metrics_port",
                            "--drain_timeout", "--access_log", "--log_level", "--min_parallel_bytes",
                            "--max_rank", "--max_tensor_elements", "--max_tensor_bytes",
-                           "--max_request_bytes", "--http_host", "--http_port"}) {
+                           "--max_request_bytes", "--http_host", "--http_port", "--http_threads"}) {
     EXPECT_THAT(out, HasSubstr(std::string(flag) + " ")) << flag;
   }
 }
