@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -508,7 +509,18 @@ void HttpServer::Handle(evhttp_request* req) {
   const evhttp_cmd_type method = evhttp_request_get_command(req);
   const char* raw_path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
   const std::string path = raw_path == nullptr ? "" : raw_path;
+  // Segments percent-decoded after the split (Triton's clients quote model
+  // and region names; an encoded '/' stays inside its segment).
   std::vector<std::string> parts = absl::StrSplit(path, '/', absl::SkipEmpty());
+  for (std::string& part : parts) {
+    if (part.find('%') == std::string::npos) continue;
+    size_t size = 0;
+    char* decoded = evhttp_uridecode(part.c_str(), 0, &size);
+    if (decoded != nullptr) {
+      part.assign(decoded, size);
+      free(decoded);
+    }
+  }
   const bool get = method == EVHTTP_REQ_GET || method == EVHTTP_REQ_HEAD;
   const bool post = method == EVHTTP_REQ_POST;
   auto wrong_method = [&](const char* allowed) {

@@ -520,6 +520,15 @@ class RestClientTest(unittest.TestCase):
             conn.close()
             self.assertEqual(server.stop(), 0)
 
+    def test_percent_encoded_path_segments(self):
+        # Triton's HTTP client quotes model names in paths: /v2/models/R%6Fll is Roll.
+        status, _, body = call(self.conn, "GET", "/v2/models/R%6Fll/versions/%31")
+        self.assertEqual(status, 200, body)
+        self.assertEqual(json.loads(body)["name"], "Roll")
+        status, _, body = call(self.conn, "GET", "/v2/models/No%2FSuch")
+        self.assertEqual(status, 404, body)
+        self.assertIn("'No/Such'", json.loads(body)["error"])
+
     def test_concurrent_connections_over_event_loops(self):
         # Eight keep-alive connections at once, each checking its own answers.
         errors = []
