@@ -57,12 +57,19 @@ ok "promtool check config, check rules, test rules"
 
 # --- nginx ------------------------------------------------------------------
 mkdir -p "$W/nginx"
-sed -e "s|tensorops-\([0-9]\):50051|127.0.0.1:5005\1|" -e "s| /tmp/| $W/nginx/|" -e "s| /tmp;| $W/nginx;|" \
+sed -e "s|tensorops-\([0-9]\):50051|127.0.0.1:5005\1|" -e "s|tensorops-\([0-9]\):8000|127.0.0.1:800\1|" -e "s| /tmp/| $W/nginx/|" -e "s| /tmp;| $W/nginx;|" \
   -e "s|/dev/stderr|$W/nginx/error.log|" -e "s|/dev/stdout|$W/nginx/access.log|" \
   "$D/nginx/nginx.conf" >"$W/nginx/nginx.conf"
 grep -Eq ' /tmp/(nginx\.pid|client_body|proxy|fastcgi|uwsgi|scgi);' "$W/nginx/nginx.conf" && fail "nginx config still writes to /tmp after rewriting"
 nginx -t -e "$W/nginx/error.log" -p "$W/nginx/" -c "$W/nginx/nginx.conf" || fail "nginx -t"
-ok "nginx -t on the compose nginx config"
+# Both fronts: gRPC on 8080 and REST (HTTP/1.1, keep-alive upstreams) on 8000.
+for want in 'listen 0.0.0.0:8080 http2;' 'grpc_pass grpc://tensorops_replicas;' \
+  'listen 0.0.0.0:8000;' 'proxy_pass http://tensorops_http;' 'proxy_http_version 1.1;' \
+  'proxy_set_header Connection "";' 'proxy_request_buffering off;' 'client_max_body_size 0;' \
+  'server tensorops-3:8000 max_fails=1 fail_timeout=10s;'; do
+  grep -qF -- "$want" "$D/nginx/nginx.conf" || fail "deploy/nginx/nginx.conf lacks: $want"
+done
+ok "nginx -t on the compose nginx config (gRPC and REST fronts)"
 
 # --- Kubernetes manifests, Grafana, compose content ---------------------------
 python3 - "$ROOT" <<'PY' || fail "manifest checks"
