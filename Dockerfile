@@ -33,8 +33,9 @@ COPY --from=build /opt/tensorops /opt/tensorops
 ENV PATH=/opt/tensorops/bin:$PATH \
     TENSOROPS_TARGET=127.0.0.1:50051
 USER 10001:10001
-# gRPC (Execute, ListOps, grpc.health.v1, reflection) and Prometheus /metrics.
-EXPOSE 50051 9464
+# gRPC (Execute, ListOps, grpc.health.v1, reflection), Prometheus /metrics and
+# the Open Inference Protocol's REST door (/v2/health/ready, /v2/models/...).
+EXPOSE 50051 9464 8000
 # grpc.health.v1.Health/Check for the op service; exit 1 unless SERVING (also
 # while draining after SIGTERM).
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
@@ -42,4 +43,4 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
 # SIGTERM drains: admitted calls finish within --drain_timeout, then exit 0.
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["tensorops-server"]
-CMD ["--host=0.0.0.0", "--port=50051", "--metrics_host=0.0.0.0", "--metrics_port=9464"]
+CMD ["--host=0.0.0.0", "--port=50051", "--metrics_host=0.0.0.0", "--metrics_port=9464", "--http_host=0.0.0.0", "--http_port=8000"]

@@ -9,7 +9,9 @@
 #      becomes healthy through the image's own HEALTHCHECK;
 #   3. each replica runs as uid 10001 with a read-only root filesystem;
 #   4. health and verified Roll calls through nginx's published port reach all
-#      three replicas (each one's own /metrics counts them);
+#      three replicas (each one's own /metrics counts them); through nginx's
+#      published REST port, GET /v2/health/ready answers 200 and JSON infers
+#      (Open Inference Protocol) return the right tensors from every replica;
 #   5. Prometheus's /api/v1/targets shows the three replicas up, and
 #      /api/v1/rules holds every rule of deploy/prometheus/alerts.yml;
 #   6. `docker-compose stop tensorops-2` while the load driver (SDK, retry on
@@ -158,10 +160,11 @@ bash "$ROOT/tools/podman_healthchecks.sh" "$COMPOSE_PROJECT_NAME" &
 PIDS+=($!)
 
 TENSOROPS_GRPC_PORT=$(free_port)
+TENSOROPS_HTTP_PORT=$(free_port)
 TENSOROPS_PROMETHEUS_PORT=$(free_port)
-export TENSOROPS_GRPC_PORT TENSOROPS_PROMETHEUS_PORT
+export TENSOROPS_GRPC_PORT TENSOROPS_HTTP_PORT TENSOROPS_PROMETHEUS_PORT
 STACK_UP=1
-log "docker-compose -f deploy/docker-compose.yml up -d --no-build ${SERVICES[*]} (gRPC on 127.0.0.1:$TENSOROPS_GRPC_PORT, Prometheus on 127.0.0.1:$TENSOROPS_PROMETHEUS_PORT)"
+log "docker-compose -f deploy/docker-compose.yml up -d --no-build ${SERVICES[*]} (gRPC on 127.0.0.1:$TENSOROPS_GRPC_PORT, REST on 127.0.0.1:$TENSOROPS_HTTP_PORT, Prometheus on 127.0.0.1:$TENSOROPS_PROMETHEUS_PORT)"
 # compose waits for the replicas' health before it creates nginx.
 timeout 180 docker-compose -f "$COMPOSE_FILE" up -d --no-build "${SERVICES[@]}" >"$W/up.log" 2>&1 \
   || { cat "$W/up.log"; fail "docker-compose up"; }
@@ -208,13 +211,14 @@ log "through nginx: health SERVING; tensorops run Roll -> $out"
 ip_of() {
   podman inspect --format '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}' "$(cid "$1")" | awk '{print $1}'
 }
-# Roll calls that replica $1 (1..3) answered OK, from its own /metrics.
+# Roll calls that replica $1 (1..3) answered OK, from its own /metrics;
+# $2 is the method label (Execute: gRPC; REST: the HTTP door).
 roll_ok() {
-  local ip metrics
+  local ip metrics method=${2:-Execute}
   ip=$(ip_of "tensorops-$1") && [ -n "$ip" ] || { echo "tensorops-$1 has no address" >&2; return 1; }
   metrics=$(curl -sf --max-time 3 "http://$ip:9464/metrics") \
     || { echo "no /metrics from tensorops-$1 ($ip:9464)" >&2; return 1; }
-  awk '/^tensorops_requests_total\{/ && /method="Execute"/ && /op="Roll"/ && /code="OK"/ { n += $NF }
+  awk -v m="method=\"$method\"" '/^tensorops_requests_total\{/ && index($0, m) && /op="Roll"/ && /code="OK"/ { n += $NF }
        END { printf "%d\n", n }' <<<"$metrics"
 }
 declare -A before=()
@@ -227,6 +231,40 @@ for i in 1 2 3; do
   [ "$n" -gt "${before[$i]}" ] || fail "tensorops-$i served no Roll call through nginx (its /metrics: $n)"
   log "tensorops-$i /metrics: $((n - before[$i])) of the driver's Roll calls"
 done
+
+# REST (Open Inference Protocol, HTTP/1.1) through nginx's published port.
+REST=http://127.0.0.1:$TENSOROPS_HTTP_PORT
+rest_ready() { [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 "$REST/v2/health/ready")" = 200 ]; }
+wait_for 30 "GET $REST/v2/health/ready: 200 through nginx" rest_ready
+out=$(curl -sf --max-time 10 "$REST/v2/models/Roll/infer" -d '{"id":"c1","inputs":[
+  {"name":"data","datatype":"INT32","shape":[4,3],"data":[[1,2,3],[4,5,6],[7,8,9],[10,11,12]]},
+  {"name":"shift","datatype":"INT64","shape":[2],"data":[-1,2]},
+  {"name":"axes","datatype":"INT64","shape":[2],"data":[0,1]}]}') || fail "REST infer through nginx ($REST)"
+want='{"model_name":"Roll","model_version":"1","id":"c1","outputs":[{"name":"output","datatype":"INT32","shape":[4,3],"data":[5,6,4,8,9,7,11,12,10,2,3,1]}]}'
+[ "$out" = "$want" ] || fail "REST infer through nginx answered $out, want $want"
+log "through nginx's REST port: /v2/health/ready 200; POST /v2/models/Roll/infer -> $out"
+# Six more on one keep-alive connection: nginx's round robin gives each
+# replica two of them. (The stack is new, so the replicas' REST counters hold
+# these seven infers only; each /metrics read costs seconds under load.)
+python3 - "$TENSOROPS_HTTP_PORT" <<'PY' || fail "REST infers through nginx"
+import http.client, json, sys
+conn = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=10)
+for i in range(6):
+    body = json.dumps({"inputs": [
+        {"name": "data", "datatype": "INT32", "shape": [3], "data": [i, i + 1, i + 2]},
+        {"name": "shift", "datatype": "INT64", "shape": [1], "data": [1]},
+        {"name": "axes", "datatype": "INT64", "shape": [1], "data": [0]}]})
+    conn.request("POST", "/v2/models/Roll/infer", body, {"Content-Type": "application/json"})
+    r = conn.getresponse()
+    out = r.read()
+    assert r.status == 200 and json.loads(out)["outputs"][0]["data"] == [i + 2, i, i + 1], (i, r.status, out[:300])
+PY
+rest=()
+for i in 1 2 3; do
+  rest+=("$(roll_ok $i REST)")
+  [ "${rest[-1]}" -gt 0 ] || fail "tensorops-$i served no REST infer through nginx"
+done
+log "7 REST infers through nginx: tensorops-1..3 served ${rest[*]} (method=\"REST\" in their /metrics)"
 phase "calls through nginx"
 
 # --- 5. Prometheus: targets up, rules loaded ----------------------------------

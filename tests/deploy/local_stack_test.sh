@@ -2,7 +2,10 @@
 # The docker-compose stack, run locally without Docker: three tensorops-server
 # processes on 127.0.0.1, nginx (grpc_pass round-robin) and Prometheus, both
 # configured from the repo's templates via deploy/render.sh. Checks that
-#   1. gRPC health answers SERVING through nginx;
+#   1. gRPC health answers SERVING through nginx; through its REST front
+#      (HTTP/1.1, keep-alive upstreams) /v2/health/ready answers 200 and
+#      JSON and binary (4 MiB) Roll infers return the right tensors, and
+#      every replica's /metrics counts some of them (method="REST");
 #   2. load through nginx (deploy_load_driver, SDK with its retry policy)
 #      reaches every replica (each one's own /metrics counts Roll calls);
 #   3. Prometheus's HTTP API returns tensorops_request_duration_seconds_bucket
@@ -62,23 +65,27 @@ free_port() {
 }
 
 # --- three replicas ---------------------------------------------------------
-GRPC_PORTS=() METRICS_PORTS=() SERVER_PIDS=()
+GRPC_PORTS=() METRICS_PORTS=() HTTP_PORTS=() SERVER_PIDS=()
 for i in 1 2 3; do
-  "$SERVER" --host=127.0.0.1 --port=0 --metrics_port=0 --http_port=-1 --threads=1 --drain_timeout=5s \
+  "$SERVER" --host=127.0.0.1 --port=0 --metrics_port=0 --http_port=0 --threads=1 --drain_timeout=5s \
     >"$W/server$i.out" 2>"$W/server$i.err" &
   SERVER_PIDS+=($!); PIDS+=($!)
 done
 for i in 1 2 3; do
-  wait_for 20 "replica $i to start" grep -q 'metrics on http://' "$W/server$i.out"
+  wait_for 20 "replica $i to start" grep -q 'http on http://' "$W/server$i.out"
   GRPC_PORTS+=("$(sed -n 's/^tensorops-server listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$W/server$i.out")")
   METRICS_PORTS+=("$(sed -n 's|^tensorops-server metrics on http://127\.0\.0\.1:\([0-9]*\)/metrics$|\1|p' "$W/server$i.out")")
+  HTTP_PORTS+=("$(sed -n 's|^tensorops-server http on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$W/server$i.out")")
 done
-log "replicas: gRPC ${GRPC_PORTS[*]}, metrics ${METRICS_PORTS[*]}"
+log "replicas: gRPC ${GRPC_PORTS[*]}, REST ${HTTP_PORTS[*]}, metrics ${METRICS_PORTS[*]}"
 
 # --- nginx from deploy/nginx/nginx.conf.in ----------------------------------
-NGINX_PORT=$(free_port)
+NGINX_PORT=$(free_port) NGINX_HTTP_PORT=$(free_port)
 mkdir -p "$W/nginx"
+HTTP_UPSTREAMS=()
+for p in "${HTTP_PORTS[@]}"; do HTTP_UPSTREAMS+=(--http-upstream "127.0.0.1:$p"); done
 bash "$ROOT/deploy/render.sh" nginx --listen "127.0.0.1:$NGINX_PORT" --run-dir "$W/nginx" \
+  --http-listen "127.0.0.1:$NGINX_HTTP_PORT" "${HTTP_UPSTREAMS[@]}" \
   "${GRPC_PORTS[@]/#/127.0.0.1:}" >"$W/nginx/nginx.conf"
 nginx -t -q -e "$W/nginx/error.log" -p "$W/nginx/" -c "$W/nginx/nginx.conf" \
   || fail "nginx -t rejected the rendered config"
@@ -87,6 +94,56 @@ PIDS+=($!)
 health() { [ "$("$CLI" --target "127.0.0.1:$NGINX_PORT" --deadline 1s health --service tensorops.v1.TensorOps)" = SERVING ]; }
 wait_for 10 "SERVING through nginx on 127.0.0.1:$NGINX_PORT" health
 log "nginx on 127.0.0.1:$NGINX_PORT: health SERVING through the proxy"
+
+# --- REST through nginx's HTTP/1.1 front --------------------------------------
+# REST infers that replica $1 (1..3) answered OK, from its own /metrics.
+rest_ok() {
+  curl -sf --max-time 2 "http://127.0.0.1:${METRICS_PORTS[$(($1 - 1))]}/metrics" | awk '
+    /^tensorops_requests_total\{/ && /method="REST"/ && /op="Roll"/ && /code="OK"/ { n += $NF }
+    END { printf "%d\n", n }'
+}
+rest_ready() { [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$NGINX_HTTP_PORT/v2/health/ready")" = 200 ]; }
+wait_for 10 "GET /v2/health/ready 200 through nginx on 127.0.0.1:$NGINX_HTTP_PORT" rest_ready
+# 30 JSON infers on one keep-alive client connection, then one binary infer
+# with a 4 MiB tensor (streamed through: request buffering is off).
+python3 - "$NGINX_HTTP_PORT" <<'PY' >"$W/rest.out" 2>&1 || { cat "$W/rest.out"; fail "REST infers through nginx"; }
+import http.client, json, struct, sys
+conn = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=30)
+for i in range(30):
+    rows = [[i, i + 1, i + 2], [i + 3, i + 4, i + 5]]
+    body = json.dumps({"id": "r%d" % i, "inputs": [
+        {"name": "data", "datatype": "INT32", "shape": [2, 3], "data": rows},
+        {"name": "shift", "datatype": "INT64", "shape": [1], "data": [1]},
+        {"name": "axes", "datatype": "INT64", "shape": [1], "data": [1]}]})
+    conn.request("POST", "/v2/models/Roll/infer", body, {"Content-Type": "application/json"})
+    r = conn.getresponse()
+    text = r.read()
+    assert r.status == 200, (i, r.status, text[:300])
+    out = json.loads(text)
+    want = [x for row in rows for x in row[-1:] + row[:-1]]
+    assert out["id"] == "r%d" % i and out["outputs"][0]["shape"] == [2, 3] and out["outputs"][0]["data"] == want, (i, out)
+n = 1 << 20
+data = struct.pack("<%di" % n, *range(n))
+head = json.dumps({"inputs": [
+    {"name": "data", "datatype": "INT32", "shape": [n], "parameters": {"binary_data_size": len(data)}},
+    {"name": "shift", "datatype": "INT64", "shape": [1], "data": [1]},
+    {"name": "axes", "datatype": "INT64", "shape": [1], "data": [0]}],
+    "outputs": [{"name": "output", "parameters": {"binary_data": True}}]}).encode()
+conn.request("POST", "/v2/models/Roll/infer", head + data, {"Inference-Header-Content-Length": str(len(head))})
+r = conn.getresponse()
+body = r.read()
+assert r.status == 200, (r.status, body[:300])
+k = int(r.getheader("Inference-Header-Content-Length"))
+got = body[k:]
+assert got == data[-4:] + data[:-4], "binary Roll result differs"
+print("30 JSON infers and one 4 MiB binary infer OK")
+PY
+for i in 1 2 3; do
+  n=$(rest_ok $i)
+  [ "$n" -gt 0 ] || fail "replica $i served no REST infer through nginx"
+  log "replica $i served $n REST infers"
+done
+log "REST front on 127.0.0.1:$NGINX_HTTP_PORT: ready 200; $(cat "$W/rest.out")"
 
 # --- Prometheus from deploy/prometheus/prometheus.yml.in --------------------
 PROM_PORT=$(free_port)
@@ -186,7 +243,7 @@ log "kill -9 replica 3 (pid ${SERVER_PIDS[2]}) under 16 callers"
 sleep 2
 # Back on the same ports (nginx's and Prometheus's configs name them).
 "$SERVER" --host=127.0.0.1 --port="${GRPC_PORTS[2]}" --metrics_port="${METRICS_PORTS[2]}" \
-  --threads=1 --drain_timeout=5s >"$W/server3b.out" 2>"$W/server3b.err" &
+  --http_port="${HTTP_PORTS[2]}" --threads=1 --drain_timeout=5s >"$W/server3b.out" 2>"$W/server3b.err" &
 SERVER_PIDS[2]=$!; PIDS+=($!)
 wait_for 20 "replica 3 to restart" grep -q 'metrics on http://' "$W/server3b.out"
 roll3_back() { [ "$(roll_ok 3)" -gt 0 ]; }

@@ -5,13 +5,15 @@
 #     from the nginx and Prometheus templates)
 #   - promtool check config (compose config, rules path pointed at the repo),
 #     promtool check rules and promtool test rules (alert unit tests)
-#   - nginx -t on the compose nginx config (replica host names -> 127.0.0.1)
+#   - nginx -t on the compose nginx config (replica host names -> 127.0.0.1);
+#     it has both fronts (gRPC grpc_pass, REST proxy_pass with keep-alive)
 #   - YAML parse of every Kubernetes manifest, with the properties the
 #     deployment relies on; Grafana dashboard JSON and provisioning parse and
 #     use only metrics from docs/metrics.md
 #   - Dockerfile: stages, non-root user, ports, HEALTHCHECK; its runtime
 #     packages provide every shared library the built binaries need (dpkg -S);
 #     its HEALTHCHECK command and server flags work against the real binaries
+#     (gRPC health and the REST door's /v2/health/ready)
 #
 # usage: static_checks.sh REPO_ROOT SERVER CLI
 set -euo pipefail
@@ -57,12 +59,19 @@ ok "promtool check config, check rules, test rules"
 
 # --- nginx ------------------------------------------------------------------
 mkdir -p "$W/nginx"
-sed -e "s|tensorops-\([0-9]\):50051|127.0.0.1:5005\1|" -e "s| /tmp/| $W/nginx/|" -e "s| /tmp;| $W/nginx;|" \
+sed -e "s|tensorops-\([0-9]\):50051|127.0.0.1:5005\1|" -e "s|tensorops-\([0-9]\):8000|127.0.0.1:800\1|" -e "s| /tmp/| $W/nginx/|" -e "s| /tmp;| $W/nginx;|" \
   -e "s|/dev/stderr|$W/nginx/error.log|" -e "s|/dev/stdout|$W/nginx/access.log|" \
   "$D/nginx/nginx.conf" >"$W/nginx/nginx.conf"
 grep -Eq ' /tmp/(nginx\.pid|client_body|proxy|fastcgi|uwsgi|scgi);' "$W/nginx/nginx.conf" && fail "nginx config still writes to /tmp after rewriting"
 nginx -t -e "$W/nginx/error.log" -p "$W/nginx/" -c "$W/nginx/nginx.conf" || fail "nginx -t"
-ok "nginx -t on the compose nginx config"
+# Both fronts: gRPC on 8080 and REST (HTTP/1.1, keep-alive upstreams) on 8000.
+for want in 'listen 0.0.0.0:8080 http2;' 'grpc_pass grpc://tensorops_replicas;' \
+  'listen 0.0.0.0:8000;' 'proxy_pass http://tensorops_http;' 'proxy_http_version 1.1;' \
+  'proxy_set_header Connection "";' 'proxy_request_buffering off;' 'client_max_body_size 0;' \
+  'server tensorops-3:8000 max_fails=1 fail_timeout=10s;'; do
+  grep -qF -- "$want" "$D/nginx/nginx.conf" || fail "deploy/nginx/nginx.conf lacks: $want"
+done
+ok "nginx -t on the compose nginx config (gRPC and REST fronts)"
 
 # --- Kubernetes manifests, Grafana, compose content ---------------------------
 python3 - "$ROOT" <<'PY' || fail "manifest checks"
@@ -107,11 +116,18 @@ if "Deployment" in docs:
         check({"cpu", "memory"} <= set(c.get("resources", {}).get(r, {})), f"resources.{r} cpu/memory")
     args = c.get("args", [])
     check("--host=0.0.0.0" in args and "--metrics_host=0.0.0.0" in args, "server args --host/--metrics_host=0.0.0.0")
+    check("--http_host=0.0.0.0" in args and "--http_port=8000" in args, "server args --http_host=0.0.0.0 --http_port=8000")
     ports = {p["containerPort"] for p in c.get("ports", [])}
-    check({50051, 9464} <= ports, "container ports 50051 and 9464")
+    check({50051, 9464, 8000} <= ports, "container ports 50051, 9464 and 8000")
+    check({"name": "http", "containerPort": 8000} in
+          [{k: p.get(k) for k in ("name", "containerPort")} for p in c.get("ports", [])],
+          "container port 8000 named http")
     sel = dep["spec"]["selector"]["matchLabels"]
     for s in docs.get("Service", []):
         check(s["spec"]["selector"] == sel, f"Service {s['metadata']['name']} selector")
+        check(any(p.get("name") == "http" and p.get("port") == 8000 and p.get("targetPort") in ("http", 8000)
+                  and p.get("appProtocol") == "http" for p in s["spec"].get("ports", [])),
+              f"Service {s['metadata']['name']}: no http port 8000 (appProtocol http)")
     check(any(s["spec"].get("clusterIP") == "None" for s in docs.get("Service", [])), "no headless Service")
     for kind in ["PodDisruptionBudget"]:
         for x in docs.get(kind, []):
@@ -153,7 +169,13 @@ for name, s in svcs.items():
         src = v.split(":")[0]
         if src.startswith("."):
             check(os.path.exists(os.path.join(d, src)), f"compose {name}: {src} missing")
-check(len([p for p in svcs.get("nginx", {}).get("ports", [])]) == 1, "compose: nginx publishes one port")
+nginx_ports = [str(p) for p in svcs.get("nginx", {}).get("ports", [])]
+check(len(nginx_ports) == 2, "compose: nginx publishes two ports (gRPC, REST)")
+check(any(p.endswith(":8080") for p in nginx_ports) and any(p.endswith(":8000") for p in nginx_ports),
+      "compose: nginx publishes 8080 (gRPC) and 8000 (REST)")
+for name, s in svcs.items():
+    if name.startswith("tensorops-"):
+        check({"50051", "9464", "8000"} <= {str(p) for p in s.get("expose", [])}, f"compose {name}: expose 50051, 9464, 8000")
 
 if errors:
     print("\n".join("  " + e for e in errors))
@@ -166,7 +188,7 @@ DF=$ROOT/Dockerfile
 [ "$(grep -c '^FROM debian:bookworm-slim' "$DF")" -ge 2 ] || fail "Dockerfile: two debian:bookworm-slim stages"
 grep -q 'bash tools/setup.sh' "$DF" && grep -q 'bash tools/build.sh' "$DF" || fail "Dockerfile: build stage must run tools/setup.sh and tools/build.sh"
 grep -Eq '^USER [^0r]' "$DF" || fail "Dockerfile: runtime stage must set a non-root USER"
-grep -Eq '^EXPOSE 50051 9464$' "$DF" || fail "Dockerfile: EXPOSE 50051 9464"
+grep -Eq '^EXPOSE 50051 9464 8000$' "$DF" || fail "Dockerfile: EXPOSE 50051 9464 8000"
 grep -q '^HEALTHCHECK' "$DF" || fail "Dockerfile: no HEALTHCHECK"
 grep -q '^\.git$' "$ROOT/.dockerignore" && grep -q '^build$' "$ROOT/.dockerignore" || fail ".dockerignore: .git and build"
 # Runtime packages: the words of the apt-get install command after the last
@@ -214,18 +236,27 @@ for a in "${RUN[@]:1}"; do
     --http_port=*) args+=(--http_port=0) ;;
     --host=0.0.0.0) args+=(--host=127.0.0.1) ;;
     --metrics_host=0.0.0.0) args+=(--metrics_host=127.0.0.1) ;;
+    --http_host=0.0.0.0) args+=(--http_host=127.0.0.1) ;;
     --port=*) args+=(--port=0) ;;
     --metrics_port=*) args+=(--metrics_port=0) ;;
     *) args+=("$a") ;;
   esac
 done
-printf '%s\n' "${RUN[@]:1}" | grep -qx -- '--host=0.0.0.0' && printf '%s\n' "${RUN[@]:1}" | grep -qx -- '--metrics_host=0.0.0.0' \
-  || fail "image CMD must listen on 0.0.0.0 (--host, --metrics_host)"
+for want in --host=0.0.0.0 --metrics_host=0.0.0.0 --http_host=0.0.0.0 --http_port=8000; do
+  printf '%s\n' "${RUN[@]:1}" | grep -qx -- "$want" || fail "image CMD must listen on 0.0.0.0 (--host, --metrics_host, --http_host): no $want"
+done
 "$SERVER" "${args[@]}" >"$W/server.out" 2>"$W/server.err" &
 SERVER_PID=$!
-for _ in $(seq 100); do grep -q 'metrics on' "$W/server.out" && break; kill -0 $SERVER_PID || break; sleep 0.2; done
+for _ in $(seq 100); do grep -q 'http on' "$W/server.out" && break; kill -0 $SERVER_PID || break; sleep 0.2; done
 PORT=$(sed -n 's/^tensorops-server listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$W/server.out")
-[ -n "$PORT" ] || fail "server with the image's flags did not start: $(cat "$W/server.err")"
+HTTP_PORT=$(sed -n 's|^tensorops-server http on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$W/server.out")
+[ -n "$PORT" ] && [ -n "$HTTP_PORT" ] || fail "server with the image's flags did not start: $(cat "$W/server.err")"
+python3 - "$HTTP_PORT" <<'PY' || fail "GET /v2/health/ready on the image's HTTP door"
+import http.client, sys
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=5)
+c.request("GET", "/v2/health/ready")
+sys.exit(0 if c.getresponse().status == 200 else 1)
+PY
 hc=("$CLI")
 for a in "${HC[@]:1}"; do hc+=("${a/127.0.0.1:50051/127.0.0.1:$PORT}"); done
 out=$("${hc[@]}") || fail "HEALTHCHECK command failed: ${hc[*]}"
@@ -234,5 +265,5 @@ kill -TERM $SERVER_PID; wait $SERVER_PID || fail "server exited non-zero after S
 # Against a stopped server the probe must fail (exit 1, not a usage error).
 rc=0; "${hc[@]}" >/dev/null 2>&1 || rc=$?
 [ $rc -eq 1 ] || fail "HEALTHCHECK against a stopped server exited $rc, want 1"
-ok "image flags start the server; HEALTHCHECK prints SERVING, exits 1 when it is down"
+ok "image flags start the server (REST /v2/health/ready 200); HEALTHCHECK prints SERVING, exits 1 when it is down"
 echo PASS
