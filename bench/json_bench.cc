@@ -107,7 +107,7 @@ void BM_EncodeFp32Json(benchmark::State& state) {
     char* out = response.AddOutput("output", "FP32", shape, n * 4);
     std::memcpy(out, v.data(), static_cast<size_t>(n) * 4);
     std::string json;
-    std::vector<std::string> binary;
+    std::vector<Tensor> binary;
     if (!response.Encode(**request, &json, &binary).ok()) {
       state.SkipWithError("Encode failed");
       break;

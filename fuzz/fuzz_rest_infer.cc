@@ -58,7 +58,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tensorops::JsonInferResponse response;
   if (!(*prepared)->Run(&response).ok()) Fail("Run failed without shared memory");
   std::string json;
-  std::vector<std::string> binary;
+  std::vector<tensorops::Tensor> binary;
   if (absl::Status s = response.Encode(**parsed, &json, &binary); !s.ok()) {
     // Only BYTES that are not UTF-8 cannot be JSON.
     if (s.code() != absl::StatusCode::kInvalidArgument) Fail("Encode failed otherwise");

@@ -581,11 +581,11 @@ class RequestHandler {
   CapturedData* c_ = nullptr;
 };
 
-// A float's shortest round-trip text at `p` (32 bytes are enough); NaN and
+// A float's shortest round-trip text at [p, end) (24 bytes are enough); NaN and
 // the infinities as the bare tokens, "-0.0" keeping its sign through
 // parsers that read "-0" as the integer 0. Returns the end.
 template <typename F>
-char* FloatText(F x, char* p) {
+char* FloatText(F x, char* p, char* end) {
   auto put = [p](const char* text, size_t n) {
     std::memcpy(p, text, n);
     return p + n;
@@ -593,7 +593,7 @@ char* FloatText(F x, char* p) {
   if (std::isnan(x)) return put("NaN", 3);
   if (std::isinf(x)) return x > 0 ? put("Infinity", 8) : put("-Infinity", 9);
   if (x == 0 && std::signbit(x)) return put("-0.0", 4);
-  return std::to_chars(p, p + 32, x).ptr;
+  return std::to_chars(p, end, x).ptr;
 }
 
 template <typename T>
@@ -603,69 +603,73 @@ T Load(const char* p, int64_t i) {
   return t;
 }
 
+// The most text one element takes, its ',' included (a double's shortest
+// form is at most 24 characters).
+constexpr int64_t kMaxNumberText = 26;
+
 // One output's elements (not BYTES) as a flat JSON array, written straight
-// into `out` (a 16 MiB FP32 output is ~45 MB of text: no writer per value).
-void AppendNumbers(DType dtype, const char* p, int64_t n, std::string* out) {
-  out->reserve(out->size() + 2 + static_cast<size_t>(n) * 26);  // 24 chars of a double + ','
-  out->push_back('[');
-  char buf[40];
+// into `out`, which has room for 2 + n * kMaxNumberText bytes (a 16 MiB FP32
+// output is ~45 MB of text: no writer call and no append per value).
+// Returns the length.
+int64_t WriteNumbers(DType dtype, const char* p, int64_t n, char* out) {
+  char* e = out;
+  *e++ = '[';
   for (int64_t i = 0; i < n; ++i) {
-    char* e = buf;
+    char* const buf = e;  // to_chars' end: room for this element
     if (i > 0) *e++ = ',';
     switch (dtype) {
       case DType::kBool:
         e = p[i] != 0 ? (std::memcpy(e, "true", 4), e + 4) : (std::memcpy(e, "false", 5), e + 5);
         break;
       case DType::kInt8:
-        e = std::to_chars(e, buf + sizeof(buf), Load<int8_t>(p, i)).ptr;
+        e = std::to_chars(e, buf + kMaxNumberText, Load<int8_t>(p, i)).ptr;
         break;
       case DType::kInt16:
-        e = std::to_chars(e, buf + sizeof(buf), Load<int16_t>(p, i)).ptr;
+        e = std::to_chars(e, buf + kMaxNumberText, Load<int16_t>(p, i)).ptr;
         break;
       case DType::kInt32:
-        e = std::to_chars(e, buf + sizeof(buf), Load<int32_t>(p, i)).ptr;
+        e = std::to_chars(e, buf + kMaxNumberText, Load<int32_t>(p, i)).ptr;
         break;
       case DType::kInt64:
-        e = std::to_chars(e, buf + sizeof(buf), Load<int64_t>(p, i)).ptr;
+        e = std::to_chars(e, buf + kMaxNumberText, Load<int64_t>(p, i)).ptr;
         break;
       case DType::kUInt8:
-        e = std::to_chars(e, buf + sizeof(buf), Load<uint8_t>(p, i)).ptr;
+        e = std::to_chars(e, buf + kMaxNumberText, Load<uint8_t>(p, i)).ptr;
         break;
       case DType::kUInt16:
-        e = std::to_chars(e, buf + sizeof(buf), Load<uint16_t>(p, i)).ptr;
+        e = std::to_chars(e, buf + kMaxNumberText, Load<uint16_t>(p, i)).ptr;
         break;
       case DType::kUInt32:
-        e = std::to_chars(e, buf + sizeof(buf), Load<uint32_t>(p, i)).ptr;
+        e = std::to_chars(e, buf + kMaxNumberText, Load<uint32_t>(p, i)).ptr;
         break;
       case DType::kUInt64:
-        e = std::to_chars(e, buf + sizeof(buf), Load<uint64_t>(p, i)).ptr;
+        e = std::to_chars(e, buf + kMaxNumberText, Load<uint64_t>(p, i)).ptr;
         break;
       case DType::kFloat32:
-        e = FloatText(Load<float>(p, i), e);
+        e = FloatText(Load<float>(p, i), e, buf + kMaxNumberText);
         break;
       case DType::kFloat64:
-        e = FloatText(Load<double>(p, i), e);
+        e = FloatText(Load<double>(p, i), e, buf + kMaxNumberText);
         break;
       case DType::kFloat16:
-        e = FloatText(HalfToFloat(Load<uint16_t>(p, i)), e);
+        e = FloatText(HalfToFloat(Load<uint16_t>(p, i)), e, buf + kMaxNumberText);
         break;
       case DType::kBFloat16:
-        e = FloatText(BFloat16ToFloat(Load<uint16_t>(p, i)), e);
+        e = FloatText(BFloat16ToFloat(Load<uint16_t>(p, i)), e, buf + kMaxNumberText);
         break;
       default:
         std::memcpy(e, "null", 4);
         e += 4;
         break;
     }
-    out->append(buf, static_cast<size_t>(e - buf));
   }
-  out->push_back(']');
+  *e++ = ']';
+  return e - out;
 }
 
 // A BYTES output as a JSON array of strings. False: an element that is not
 // UTF-8 (the writer validates).
-bool WriteStrings(JsonWriter& w, const std::string& raw, int64_t n) {
-  const char* p = raw.data();
+bool WriteStrings(JsonWriter& w, const char* p, int64_t n) {
   w.StartArray();
   size_t at = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -948,20 +952,21 @@ char* JsonInferResponse::AddOutput(absl::string_view name, absl::string_view dat
   out.name = std::string(name);
   out.datatype = std::string(datatype);
   out.shape.assign(shape.begin(), shape.end());
-  out.data.resize(static_cast<size_t>(bytes));
+  out.data = Tensor(DType::kUInt8, {bytes});
   outputs_.push_back(std::move(out));
-  return outputs_.back().data.data();
+  return static_cast<char*>(outputs_.back().data.mutable_data());
 }
 
 absl::Status JsonInferResponse::Encode(const JsonInferRequest& request, std::string* json,
-                                       std::vector<std::string>* binary) {
+                                       std::vector<Tensor>* binary) {
   rapidjson::StringBuffer buffer;
   JsonWriter w(buffer);
   // Numeric data arrays: written apart, then put in place of a one-byte
   // placeholder at `at` of the writer's text.
   struct Splice {
     size_t at;
-    std::string text;
+    Tensor text;  // big ones reuse BufferCache pages
+    int64_t size;
   };
   std::vector<Splice> splices;
   w.StartObject();
@@ -992,19 +997,21 @@ absl::Status JsonInferResponse::Encode(const JsonInferRequest& request, std::str
       w.Key("parameters");
       w.StartObject();
       w.Key(kBinaryDataSize);
-      w.Int64(static_cast<int64_t>(out.data.size()));
+      w.Int64(out.data.num_bytes());
       w.EndObject();
       binary->push_back(std::move(out.data));
     } else if (const DType dtype = DTypeFromOip(out.datatype); dtype != DType::kString) {
       // Numbers: a placeholder value now, the array spliced in below.
       w.Key("data");
       w.RawValue("0", 1, rapidjson::kNumberType);
-      Splice splice{buffer.GetSize() - 1, std::string()};
-      AppendNumbers(dtype, out.data.data(), Count(out.shape), &splice.text);
+      const int64_t n = Count(out.shape);
+      Splice splice{buffer.GetSize() - 1, Tensor(DType::kUInt8, {2 + n * kMaxNumberText}), 0};
+      splice.size = WriteNumbers(dtype, out.data.data_as<char>(), n,
+                                 static_cast<char*>(splice.text.mutable_data()));
       splices.push_back(std::move(splice));
     } else {
       w.Key("data");
-      if (!WriteStrings(w, out.data, Count(out.shape))) {
+      if (!WriteStrings(w, out.data.data_as<char>(), Count(out.shape))) {
         return Invalid(absl::StrCat("output '", out.name,
                                     "' has BYTES that are not UTF-8 and cannot be a JSON string; "
                                     "ask for it with \"parameters\": {\"binary_data\": true}"));
@@ -1016,13 +1023,13 @@ absl::Status JsonInferResponse::Encode(const JsonInferRequest& request, std::str
   w.EndObject();
   const absl::string_view text(buffer.GetString(), buffer.GetSize());
   size_t total = text.size();
-  for (const Splice& sp : splices) total += sp.text.size() - 1;
+  for (const Splice& sp : splices) total += static_cast<size_t>(sp.size) - 1;
   json->clear();
   json->reserve(total);
   size_t from = 0;
   for (const Splice& sp : splices) {
     json->append(text.data() + from, sp.at - from);
-    json->append(sp.text);
+    json->append(sp.text.data_as<char>(), static_cast<size_t>(sp.size));
     from = sp.at + 1;
   }
   json->append(text.data() + from, text.size() - from);

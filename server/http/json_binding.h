@@ -22,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "kernels/tensor.h"
 #include "server/oip/infer_request.h"
 #include "wire/limits.h"
 
@@ -66,18 +67,20 @@ class JsonInferResponse final : public InferResponseWriter {
                   absl::Span<const int64_t> shape, int64_t bytes) override;
 
   // Encodes the answer for `request`, once: `json` gets the JSON, `binary`
-  // the binary blocks in output order (moved out; empty when every output is JSON).
+  // the binary blocks in output order (moved out; empty when every output is
+  // JSON), each a byte tensor whose buffer big outputs reuse from
+  // BufferCache::Global() (no fresh pages per call).
   // INVALID_ARGUMENT naming an output that cannot be JSON (BYTES that are
   // not UTF-8).
   absl::Status Encode(const JsonInferRequest& request, std::string* json,
-                      std::vector<std::string>* binary);
+                      std::vector<Tensor>* binary);
 
  private:
   struct Output {
     std::string name;
     std::string datatype;
     std::vector<int64_t> shape;
-    std::string data;
+    Tensor data;  // UINT8 [bytes]: the raw output
   };
   std::string model_, version_, id_;
   std::vector<Output> outputs_;

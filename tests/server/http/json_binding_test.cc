@@ -183,7 +183,7 @@ TEST(JsonBindingTest, EncodedNumbersReadBackExactly) {
                            std::numeric_limits<int64_t>::max()};
   std::memcpy(response.AddOutput("ints", "INT64", ishape, 24), ints, 24);
   std::string json;
-  std::vector<std::string> binary;
+  std::vector<Tensor> binary;
   ASSERT_TRUE(response.Encode(**request, &json, &binary).ok());
   EXPECT_TRUE(binary.empty());
   EXPECT_THAT(
