@@ -60,27 +60,9 @@ fi
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/rest_bench.XXXXXX")
 RESULTS="${OUT:-$WORK/results.jsonl}"
 : > "$RESULTS"
-PIDS=()
 FAILED=0
-
-stop_pid() {  # SIGTERM, then SIGKILL after 15 s; only the PIDs we started.
-  local pid=$1 i
-  kill -TERM "$pid" 2>/dev/null || return 0
-  for ((i = 0; i < 150; i++)); do
-    kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null; return 0; }
-    sleep 0.1
-  done
-  kill -KILL "$pid" 2>/dev/null
-  wait "$pid" 2>/dev/null
-}
-cleanup() {
-  local pid
-  for pid in "${PIDS[@]}"; do stop_pid "$pid"; done
-  PIDS=()
-  [[ -z "$OUT" ]] && rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# stop_pid, cleanup at exit (PIDS, WORK, OUT).
+source "$(dirname "$0")/server_pids.sh"
 
 # start_server ARGS... : sets PID, GRPC_PORT, HTTP_PORT from the start lines.
 STARTS=0
@@ -121,6 +103,18 @@ run() {
   kill -0 "$PID" 2>/dev/null || { echo "rest_table.sh: the server died" >&2; cat "$WORK/server.err" >&2; exit 1; }
 }
 
+# awk functions reading a field of a load_tool JSON line: num(key), str(key).
+AWK_FIELDS='
+  function num(key) {
+    if (match($0, "\"" key "\":[-0-9.e+]+")) return substr($0, RSTART + length(key) + 3, RLENGTH - length(key) - 3) + 0
+    return 0
+  }
+  function str(key) {
+    if (match($0, "\"" key "\":\"[^\"]*\"")) return substr($0, RSTART + length(key) + 4, RLENGTH - length(key) - 5)
+    return ""
+  }
+'
+
 echo "# REST benchmark: rounds=$ROUNDS quick=$QUICK"
 echo "# host: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 start_server
@@ -145,15 +139,7 @@ stop_pid "$PID"
 
 echo
 echo "## REST (binary tensor extension) / gRPC ModelInfer, Roll of FP32, same server"
-awk '
-  function num(key) {
-    if (match($0, "\"" key "\":[-0-9.e+]+")) return substr($0, RSTART + length(key) + 3, RLENGTH - length(key) - 3) + 0
-    return 0
-  }
-  function str(key) {
-    if (match($0, "\"" key "\":\"[^\"]*\"")) return substr($0, RSTART + length(key) + 4, RLENGTH - length(key) - 5)
-    return ""
-  }
+awk "$AWK_FIELDS"'
   function human(b) {
     if (b >= 1048576) return (b / 1048576) " MiB"
     if (b >= 1024) return (b / 1024) " KiB"
@@ -195,16 +181,12 @@ run rest_json "$JSON_PAYLOAD" 1 "${jargs[@]}"
 stop_pid "$PID"
 echo
 echo "## JSON both ways, FP32 Roll, concurrency 1, --threads=1"
-awk '
-  function num(key) {
-    if (match($0, "\"" key "\":[-0-9.e+]+")) return substr($0, RSTART + length(key) + 3, RLENGTH - length(key) - 3) + 0
-    return 0
-  }
+awk "$AWK_FIELDS"'
   /"target":"rest_json"/ {
     rps = num("rps"); q = num("request_bytes"); a = num("reply_bytes")
     print "| tensor | request JSON MB | reply JSON MB | calls/s | ms/call | request MB/s | reply MB/s | >= 100 MB/s each way |"
     print "|---|---|---|---|---|---|---|---|"
-    printf "| %.0f MiB FP32 | %.1f | %.1f | %.2f | %.0f | %.0f | %.0f | %s |\n", num("payload_bytes") / 1048576, q / 1e6, a / 1e6, rps,
+    printf "| %g KiB FP32 | %.1f | %.1f | %.2f | %.0f | %.0f | %.0f | %s |\n", num("payload_bytes") / 1024, q / 1e6, a / 1e6, rps,
       (rps > 0 ? 1000 / rps : 0), q * rps / 1e6, a * rps / 1e6, (q * rps >= 1e8 && a * rps >= 1e8) ? "yes" : "NO"
   }' "$RESULTS"
 echo

@@ -83,27 +83,9 @@ fi
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/service_bench.XXXXXX")
 RESULTS="${OUT:-$WORK/results.jsonl}"
 : > "$RESULTS"
-PIDS=()
 FAILED=0
-
-stop_pid() {  # SIGTERM, then SIGKILL after 15 s; only the PIDs we started.
-  local pid=$1 i
-  kill -TERM "$pid" 2>/dev/null || return 0
-  for ((i = 0; i < 150; i++)); do
-    kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null; return 0; }
-    sleep 0.1
-  done
-  kill -KILL "$pid" 2>/dev/null
-  wait "$pid" 2>/dev/null
-}
-cleanup() {
-  local pid
-  for pid in "${PIDS[@]}"; do stop_pid "$pid"; done
-  PIDS=()
-  [[ -z "$OUT" ]] && rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# stop_pid, cleanup at exit (PIDS, WORK, OUT).
+source "$(dirname "$0")/server_pids.sh"
 
 # start_server NAME CMD... : sets SERVER_PID and SERVER_PORT from the
 # "listening on HOST:PORT" line.
