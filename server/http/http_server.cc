@@ -44,22 +44,21 @@ namespace {
 
 using JsonOut = rapidjson::Writer<rapidjson::StringBuffer>;
 
-// Hands `text` to evhttp without copying: the buffer owns it until sent.
-void AddOwned(evbuffer* buf, std::string text) {
-  if (text.empty()) return;
-  auto* owned = new std::string(std::move(text));
-  evbuffer_add_reference(
-      buf, owned->data(), owned->size(),
-      [](const void*, size_t, void* arg) { delete static_cast<std::string*>(arg); }, owned);
+absl::string_view Bytes(const std::string& s) { return s; }
+absl::string_view Bytes(const Tensor& t) {
+  return absl::string_view(t.data_as<char>(), static_cast<size_t>(t.num_bytes()));
 }
 
-// The same for a tensor's buffer (a binary output block).
-void AddOwned(evbuffer* buf, Tensor tensor) {
-  if (tensor.num_bytes() == 0) return;
-  auto* owned = new Tensor(std::move(tensor));
+// Hands `value`'s bytes (JSON text, or a binary output's tensor) to evhttp
+// without copying: the buffer owns `value` until they are sent.
+template <typename T>
+void AddOwned(evbuffer* buf, T value) {
+  if (Bytes(value).empty()) return;
+  auto* owned = new T(std::move(value));
+  const absl::string_view bytes = Bytes(*owned);
   evbuffer_add_reference(
-      buf, owned->data(), static_cast<size_t>(owned->num_bytes()),
-      [](const void*, size_t, void* arg) { delete static_cast<Tensor*>(arg); }, owned);
+      buf, bytes.data(), bytes.size(),
+      [](const void*, size_t, void* arg) { delete static_cast<T*>(arg); }, owned);
 }
 
 void Send(evhttp_request* req, int code, std::string json,
