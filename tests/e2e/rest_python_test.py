@@ -13,14 +13,12 @@ status, unregister), repository index and the drain's 503.
 Usage: rest_python_test.py TENSOROPS_SERVER
 Exit status 0 when every check passed.
 """
-import http.client
 import json
 import re
 import os
 import signal
 import socket
 import struct
-import subprocess
 import sys
 import tempfile
 import threading
@@ -29,6 +27,7 @@ import warnings
 from multiprocessing import shared_memory
 
 import numpy as np
+from rest_server import RestServer
 from oip_numpy import (DATATYPE, NUMPY, from_raw, ref_reverse_index, ref_reverse_mask,
                         ref_reverse_sequence)
 
@@ -141,30 +140,8 @@ def infer_body(inputs, params=None, binary_in=(), binary_out=False, rid=None):
     return head + b"".join(blocks), headers
 
 
-class Server:
-    def __init__(self, *args):
-        self.proc = subprocess.Popen(
-            [SERVER, "--host=127.0.0.1", "--port=0", "--metrics_port=-1", "--http_port=0", *args],
-            stdout=subprocess.PIPE, text=True)
-        self.http_port = None
-        for _ in range(4):
-            line = self.proc.stdout.readline()
-            m = re.search(r"^tensorops-server http on http://127\.0\.0\.1:(\d+)$", line.strip())
-            if m:
-                self.http_port = int(m.group(1))
-                break
-        if self.http_port is None:
-            self.stop()
-            raise RuntimeError("server printed no http line")
-
-    def conn(self):
-        return http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=30)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(timeout=30)
-        return self.proc.returncode
+def Server(*args):
+    return RestServer(SERVER, *args)
 
 
 def call(conn, method, path, body=None, headers=None):

@@ -17,17 +17,15 @@ Exit status 0 when every check passed.
 import http.client
 import json
 import os
-import queue
-import re
 import shutil
-import signal
 import socket
 import ssl
 import subprocess
 import sys
 import tempfile
-import threading
 import unittest
+
+from rest_server import RestServer
 
 SERVER, MAKE_CERTS = sys.argv[1], sys.argv[2]
 TOKEN = "https-s3cret"
@@ -41,41 +39,8 @@ ROLL_BODY = json.dumps({"inputs": [
 ROLL_EXPECTED = [4, 1, 2, 3]
 
 
-class Server:
-    """tensorops-server on 127.0.0.1 with free ports; stopped by its PID."""
-
-    def __init__(self, *args):
-        self.proc = subprocess.Popen(
-            [SERVER, "--host=127.0.0.1", "--port=0", "--metrics_port=-1",
-             "--http_host=127.0.0.1", "--http_port=0", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.http_port = None
-        self.scheme = None
-        # The start lines come in one flush, then stdout stays open and
-        # silent: read them on a thread so a missing http line fails, not hangs.
-        lines = queue.Queue()
-        threading.Thread(target=lambda: [lines.put(l) for l in self.proc.stdout],
-                         daemon=True).start()
-        try:
-            while self.http_port is None:
-                line = lines.get(timeout=20)
-                m = re.search(r"^tensorops-server http on (https?)://127\.0\.0\.1:(\d+)$",
-                              line.strip())
-                if m:
-                    self.scheme, self.http_port = m.group(1), int(m.group(2))
-        except queue.Empty:
-            self.stop()
-            raise RuntimeError("server printed no http line: " + self.proc.stderr.read())
-
-    def alive(self):
-        return self.proc.poll() is None
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(timeout=30)
-        self.proc.stderr.close()
-        return self.proc.returncode
+def Server(*args):
+    return RestServer(SERVER, *args)
 
 
 def call(conn, method, path, body=None, headers=None):
