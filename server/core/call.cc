@@ -208,15 +208,15 @@ absl::Status Call::CheckDrop() {
     return absl::UnavailableError("server is shutting down; the request was not run");
   }
   // Checked before IsCancelled: gRPC also cancels a call whose deadline passed.
-  const bool rpc_deadline_passed = ctx_ != nullptr
-                                       ? ctx_->deadline() < std::chrono::system_clock::now()
-                                       : deadline_ < absl::Now();
+  const absl::Time now = absl::Now();
+  const bool rpc_deadline_passed =
+      ctx_ != nullptr ? absl::FromChrono(ctx_->deadline()) < now : deadline_ < now;
   if (rpc_deadline_passed) {
     metrics->RecordDropped(op_index_, Metrics::DropReason::kDeadline);
     return absl::DeadlineExceededError(
         "deadline passed while the request was queued; it was not run");
   }
-  if (start_ + timeout_ < absl::Now()) {
+  if (start_ + timeout_ < now) {
     metrics->RecordDropped(op_index_, Metrics::DropReason::kDeadline);
     return absl::DeadlineExceededError(
         absl::StrCat("the request's timeout parameter (", absl::ToInt64Microseconds(timeout_),
