@@ -6,7 +6,8 @@
 // a second warm buffer runs after every kernel iteration (untimed by the
 // benchmark, timed by the case), so kernel and baseline alternate and see the
 // same machine state: on the shared VM other processes come and go within a
-// second. Output buffers are preallocated and warm.
+// second. Output buffers are preallocated and warm, allocated as the server
+// allocates its outputs.
 // Run: build/bench/kernels_bench [--benchmark_filter=...]
 // Sizes: 16 MiB by default; TENSOROPS_BENCH_LARGE=1 adds 256 MiB.
 // TENSOROPS_STREAMING_MIN_BYTES=N overrides the kernels' streaming-store
@@ -24,6 +25,7 @@
 
 #include "kernels/op_registry.h"
 #include "kernels/streaming_store.h"
+#include "kernels/tensor.h"
 #include "kernels/thread_pool.h"
 
 namespace tensorops {
@@ -34,12 +36,14 @@ ThreadPool& Pool2() {
   return *pool;
 }
 
+// An output buffer as the server allocates one (a Tensor: from 8 MiB a
+// page-aligned BufferCache mapping with huge pages advised; below it the heap).
 struct Buffer {
-  explicit Buffer(int64_t n) : data(new char[n]), size(n) {
-    std::memset(data.get(), 1, n);  // fault every page in before timing
+  explicit Buffer(int64_t n) : tensor(DType::kUInt8, Shape{n}) {
+    std::memset(tensor.mutable_data(), 1, n);  // fault every page in before timing
   }
-  std::unique_ptr<char[]> data;
-  int64_t size;
+  char* data() { return static_cast<char*>(tensor.mutable_data()); }
+  Tensor tensor;
 };
 
 // memcpy of `bytes` on `threads` threads (two: halves on Pool2()).
@@ -118,15 +122,15 @@ void RunCase(benchmark::State& state, const Case& c, int threads) {
   Buffer out(bytes), copy(bytes);
   ThreadPool* pool = threads == 2 ? &Pool2() : nullptr;
   // Warm both paths once (first touch of the pool's threads, the caches).
-  RunPrepared(*prepared, out.data.get(), pool);
-  Memcpy(copy.data.get(), static_cast<const char*>(data.view().data), bytes, threads);
+  RunPrepared(*prepared, out.data(), pool);
+  Memcpy(copy.data(), static_cast<const char*>(data.view().data), bytes, threads);
   double kernel_s = 0, memcpy_s = 0, kernel_cpu = 0, memcpy_cpu = 0;
   double kernel_best = 1e30, memcpy_best = 1e30;
   for (auto _ : state) {
     auto t0 = std::chrono::steady_clock::now();
     double c0 = ProcessCpuSeconds();
-    RunPrepared(*prepared, out.data.get(), pool);
-    benchmark::DoNotOptimize(out.data.get());
+    RunPrepared(*prepared, out.data(), pool);
+    benchmark::DoNotOptimize(out.data());
     const double ks = Seconds(t0);
     kernel_s += ks;
     kernel_best = std::min(kernel_best, ks);
@@ -134,7 +138,7 @@ void RunCase(benchmark::State& state, const Case& c, int threads) {
     state.PauseTiming();
     t0 = std::chrono::steady_clock::now();
     c0 = ProcessCpuSeconds();
-    Memcpy(copy.data.get(), static_cast<const char*>(data.view().data), bytes, threads);
+    Memcpy(copy.data(), static_cast<const char*>(data.view().data), bytes, threads);
     const double ms = Seconds(t0);
     memcpy_s += ms;
     memcpy_best = std::min(memcpy_best, ms);
@@ -225,8 +229,8 @@ void BM_Small4KiB(benchmark::State& state) {
   const Attrs attrs;
   for (auto _ : state) {
     auto p = Registry().Prepare("Roll", inputs, attrs);
-    p->Run(out.data.get());
-    benchmark::DoNotOptimize(out.data.get());
+    p->Run(out.data());
+    benchmark::DoNotOptimize(out.data());
   }
   state.SetBytesProcessed(state.iterations() * data.num_bytes());
 }
@@ -235,8 +239,8 @@ BENCHMARK(BM_Small4KiB);
 void BM_Memcpy4KiB(benchmark::State& state) {
   Buffer src(4096), dst(4096);
   for (auto _ : state) {
-    std::memcpy(dst.data.get(), src.data.get(), 4096);
-    benchmark::DoNotOptimize(dst.data.get());
+    std::memcpy(dst.data(), src.data(), 4096);
+    benchmark::DoNotOptimize(dst.data());
   }
   state.SetBytesProcessed(state.iterations() * 4096);
 }

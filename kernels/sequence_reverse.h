@@ -5,7 +5,10 @@
 // The shape is collapsed to [outer, A, mid, B, inner] where A and B are the
 // batch and sequence axes in memory order; rows are moved as contiguous runs
 // (memcpy forward, ReverseBlocks backward), never element by element with
-// div/mod. Outputs past the last-level cache are written with streaming stores.
+// div/mod. Outputs past the last-level cache are written with streaming stores;
+// time-major ones whose [inner] blocks are whole lines of a 64-byte aligned
+// output (the server's big outputs are page-aligned) read the input in order
+// and scatter its blocks.
 //
 // Thread-safety: immutable after construction; RunRange may run concurrently
 // on disjoint ranges.
@@ -27,7 +30,10 @@ class SequenceReversePlan {
                       std::vector<int64_t> lengths);
 
   void Run(const void* in, void* out) const { RunRange(in, out, 0, units()); }
-  // Writes the output for units [begin, end) of the outer x A index space.
+  // Writes the output for units [begin, end) of the outer x A index space
+  // (output rows; for a time-major output whose blocks are whole cache
+  // lines, input rows, scattered: either way disjoint ranges write disjoint
+  // bytes and all ranges together write the whole output).
   void RunRange(const void* in, void* out, int64_t begin, int64_t end) const;
   int64_t units() const { return outer_ * a_; }
   // Whether RunRange writes with streaming stores (streaming_store.h); it

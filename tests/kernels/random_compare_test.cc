@@ -490,6 +490,77 @@ TEST(LargeCompare, ThreadedStreamingRunsMatchReference) {
   SetStreamingStoreMinBytes(-1);
 }
 
+// Time-major ReverseSequence with blocks of whole 64-byte lines into a
+// 64-byte aligned output scatters input rows (sequence_reverse.cc); the same
+// cases at an output offset of 16 bytes take the column walk. Every output
+// path: one Run, shuffled unit ranges, a pool of 3; with and without AVX2.
+TEST(LargeCompare, TimeMajorScatterMatchesReference) {
+  SetStreamingStoreMinBytes(0);
+  std::mt19937_64 rng(kDefaultSeed);
+  ThreadPool pool(3);
+  struct Shaped {
+    DType dtype;
+    Shape shape;    // ONNX: [time, batch, ...]; OpenVINO: seq_axis 0, batch_axis 2
+    bool openvino;  // OpenVINO's op with a dim between the sequence and batch axes
+  };
+  for (const Shaped& sh :
+       {Shaped{DType::kUInt8, {37, 9, 64}, false}, Shaped{DType::kFloat32, {20, 5, 16}, false},
+        Shaped{DType::kFloat16, {33, 4, 2, 32}, false},
+        Shaped{DType::kFloat64, {17, 3, 6, 8}, true},
+        Shaped{DType::kUInt8, {50, 2, 7, 128}, true}}) {
+    SCOPED_TRACE(Describe(TensorView{sh.dtype, sh.shape, nullptr}));
+    const TestTensor data = RandomTensor(sh.dtype, sh.shape, &rng);
+    const int64_t batch_axis = sh.openvino ? 2 : 1;
+    std::vector<int64_t> lens;
+    for (int64_t i = 0; i < sh.shape[batch_axis]; ++i) {
+      // Mixed lengths, with runs of equal ones so neighbouring batches share rows.
+      lens.push_back(i % 3 == 2 ? lens.back() : static_cast<int64_t>(rng() % (sh.shape[0] + 1)));
+    }
+    Case c;
+    if (sh.openvino) {
+      c.op = "ReverseSequence";
+      c.attrs = {{"batch_axis", Int(batch_axis)}, {"seq_axis", Int(0)}};
+      c.inputs = {data, Vec(DType::kInt64, lens)};
+      c.expected = ReferenceReverseSequence(data, batch_axis, 0, lens);
+    } else {
+      c.op = "onnx.ReverseSequence";
+      c.inputs = {data, Vec(DType::kInt64, lens)};
+      c.expected = ReferenceOnnxReverseSequence(data, 1, 0, lens);
+    }
+    const absl::StatusOr<PreparedOp> p = PrepareOnly(c.op, c.inputs, c.attrs);
+    ASSERT_TRUE(p.ok()) << p.status();
+    const int64_t bytes = p->output_bytes();
+    for (int64_t offset : {0, 16}) {
+      for (int way = 0; way < 6; ++way) {
+        // Ways 3-5 repeat 0-2 on the baseline (SSE2) loops of an AVX2 machine.
+        SetAvx2Allowed(way < 3);
+        SCOPED_TRACE(absl::StrCat("output offset ", offset, " from a line, way ", way));
+        std::vector<unsigned char> buffer(static_cast<size_t>(bytes + 128 + kGuardBytes),
+                                          kSentinel);
+        const uintptr_t base = reinterpret_cast<uintptr_t>(buffer.data());
+        unsigned char* out = buffer.data() + ((64 - base % 64) % 64) + offset;
+        if (way % 3 == 0) {
+          p->Run(out);
+        } else if (way % 3 == 1) {
+          std::vector<std::pair<int64_t, int64_t>> parts;
+          for (int64_t b = 0; b < p->units; b += 3)
+            parts.emplace_back(b, std::min(p->units, b + 3));
+          std::shuffle(parts.begin(), parts.end(), rng);
+          for (const auto& [b, e] : parts) p->run_range(out, b, e);
+        } else {
+          RunPrepared(*p, out, &pool, /*min_parallel_bytes=*/0);
+        }
+        EXPECT_TRUE(BitwiseEqual(c.expected.view(), TensorView{p->dtype, p->shape, out}));
+        for (int64_t i = bytes; i < bytes + kGuardBytes; ++i) {
+          ASSERT_EQ(out[i], kSentinel) << "wrote past the end, at byte " << i;
+        }
+      }
+    }
+  }
+  SetStreamingStoreMinBytes(-1);
+  SetAvx2Allowed(true);
+}
+
 // The generators themselves: the same seed gives the same case.
 TEST(RandomCompare, GeneratorIsDeterministic) {
   for (uint64_t seed : {1ull, 2ull, 99ull}) {
