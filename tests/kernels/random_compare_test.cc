@@ -490,14 +490,48 @@ TEST(LargeCompare, ThreadedStreamingRunsMatchReference) {
   SetStreamingStoreMinBytes(-1);
 }
 
-// Time-major ReverseSequence with blocks of whole 64-byte lines into a
-// 64-byte aligned output scatters input rows (sequence_reverse.cc); the same
-// cases at an output offset of 16 bytes take the column walk. Every output
-// path: one Run, shuffled unit ranges, a pool of 3; with and without AVX2.
-TEST(LargeCompare, TimeMajorScatterMatchesReference) {
+// Runs a prepared case with streaming forced into an output 64-byte aligned
+// and one 16 bytes past a line (the kernels have whole-line paths for the
+// first), each by every output path: one Run, shuffled unit ranges, a pool
+// of 3; with and without AVX2.
+void ExpectAlignedAndUnalignedRunsMatch(const Case& c, std::mt19937_64* rng) {
   SetStreamingStoreMinBytes(0);
-  std::mt19937_64 rng(kDefaultSeed);
   ThreadPool pool(3);
+  const absl::StatusOr<PreparedOp> p = PrepareOnly(c.op, c.inputs, c.attrs);
+  ASSERT_TRUE(p.ok()) << p.status();
+  const int64_t bytes = p->output_bytes();
+  for (int64_t offset : {0, 16}) {
+    for (int way = 0; way < 6; ++way) {
+      // Ways 3-5 repeat 0-2 on the baseline (SSE2) loops of an AVX2 machine.
+      SetAvx2Allowed(way < 3);
+      SCOPED_TRACE(absl::StrCat("output offset ", offset, " from a line, way ", way));
+      std::vector<unsigned char> buffer(static_cast<size_t>(bytes + 128 + kGuardBytes), kSentinel);
+      const uintptr_t base = reinterpret_cast<uintptr_t>(buffer.data());
+      unsigned char* out = buffer.data() + ((64 - base % 64) % 64) + offset;
+      if (way % 3 == 0) {
+        p->Run(out);
+      } else if (way % 3 == 1) {
+        std::vector<std::pair<int64_t, int64_t>> parts;
+        for (int64_t b = 0; b < p->units; b += 3) parts.emplace_back(b, std::min(p->units, b + 3));
+        std::shuffle(parts.begin(), parts.end(), *rng);
+        for (const auto& [b, e] : parts) p->run_range(out, b, e);
+      } else {
+        RunPrepared(*p, out, &pool, /*min_parallel_bytes=*/0);
+      }
+      EXPECT_TRUE(BitwiseEqual(c.expected.view(), TensorView{p->dtype, p->shape, out}));
+      for (int64_t i = bytes; i < bytes + kGuardBytes; ++i) {
+        ASSERT_EQ(out[i], kSentinel) << "wrote past the end, at byte " << i;
+      }
+    }
+  }
+  SetStreamingStoreMinBytes(-1);
+  SetAvx2Allowed(true);
+}
+
+// Time-major ReverseSequence with blocks of whole lines scatters input rows
+// into an aligned output (sequence_reverse.cc); unaligned, the column walk.
+TEST(LargeCompare, TimeMajorScatterMatchesReference) {
+  std::mt19937_64 rng(kDefaultSeed);
   struct Shaped {
     DType dtype;
     Shape shape;    // ONNX: [time, batch, ...]; OpenVINO: seq_axis 0, batch_axis 2
@@ -527,38 +561,36 @@ TEST(LargeCompare, TimeMajorScatterMatchesReference) {
       c.inputs = {data, Vec(DType::kInt64, lens)};
       c.expected = ReferenceOnnxReverseSequence(data, 1, 0, lens);
     }
-    const absl::StatusOr<PreparedOp> p = PrepareOnly(c.op, c.inputs, c.attrs);
-    ASSERT_TRUE(p.ok()) << p.status();
-    const int64_t bytes = p->output_bytes();
-    for (int64_t offset : {0, 16}) {
-      for (int way = 0; way < 6; ++way) {
-        // Ways 3-5 repeat 0-2 on the baseline (SSE2) loops of an AVX2 machine.
-        SetAvx2Allowed(way < 3);
-        SCOPED_TRACE(absl::StrCat("output offset ", offset, " from a line, way ", way));
-        std::vector<unsigned char> buffer(static_cast<size_t>(bytes + 128 + kGuardBytes),
-                                          kSentinel);
-        const uintptr_t base = reinterpret_cast<uintptr_t>(buffer.data());
-        unsigned char* out = buffer.data() + ((64 - base % 64) % 64) + offset;
-        if (way % 3 == 0) {
-          p->Run(out);
-        } else if (way % 3 == 1) {
-          std::vector<std::pair<int64_t, int64_t>> parts;
-          for (int64_t b = 0; b < p->units; b += 3)
-            parts.emplace_back(b, std::min(p->units, b + 3));
-          std::shuffle(parts.begin(), parts.end(), rng);
-          for (const auto& [b, e] : parts) p->run_range(out, b, e);
-        } else {
-          RunPrepared(*p, out, &pool, /*min_parallel_bytes=*/0);
-        }
-        EXPECT_TRUE(BitwiseEqual(c.expected.view(), TensorView{p->dtype, p->shape, out}));
-        for (int64_t i = bytes; i < bytes + kGuardBytes; ++i) {
-          ASSERT_EQ(out[i], kSentinel) << "wrote past the end, at byte " << i;
-        }
-      }
-    }
+    ExpectAlignedAndUnalignedRunsMatch(c, &rng);
   }
-  SetStreamingStoreMinBytes(-1);
-  SetAvx2Allowed(true);
+}
+
+// Roll along the innermost moved dim with rows of whole lines streams each
+// rolled row straight from the input into an aligned output (strided_copy.cc:
+// one line per row straddles the wrap); unaligned, the L1 scratch row. Shifts
+// at, near and away from line boundaries, and rows longer than the scratch.
+TEST(LargeCompare, RolledRowsMatchReference) {
+  std::mt19937_64 rng(kDefaultSeed + 1);
+  struct Rolled {
+    DType dtype;
+    Shape shape;
+    std::vector<int64_t> shift, axes;
+  };
+  for (const Rolled& r :
+       {Rolled{DType::kUInt8, {9, 7, 64}, {3, -1}, {0, 2}},
+        Rolled{DType::kUInt8, {5, 256}, {64}, {1}}, Rolled{DType::kUInt8, {6, 192}, {-65}, {1}},
+        Rolled{DType::kFloat32, {4, 3, 48}, {1, 47}, {1, 2}},
+        Rolled{DType::kFloat16, {11, 96}, {-5}, {1}},
+        Rolled{DType::kFloat64, {3, 5, 8, 2}, {2, -3}, {0, 2}},
+        Rolled{DType::kFloat64, {3, 2048}, {1000}, {1}}}) {
+    SCOPED_TRACE(Describe(TensorView{r.dtype, r.shape, nullptr}));
+    const TestTensor data = RandomTensor(r.dtype, r.shape, &rng);
+    Case c;
+    c.op = "Roll";
+    c.inputs = {data, Vec(DType::kInt64, r.shift), Vec(DType::kInt64, r.axes)};
+    c.expected = ReferenceRoll(data, r.shift, r.axes);
+    ExpectAlignedAndUnalignedRunsMatch(c, &rng);
+  }
 }
 
 // The generators themselves: the same seed gives the same case.
