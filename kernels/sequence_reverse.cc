@@ -5,10 +5,6 @@
 #include <cstring>
 #include <utility>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 #include "kernels/streaming_store.h"
 #include "kernels/strided_copy.h"
 
@@ -24,12 +20,13 @@ namespace {
 constexpr int64_t kColumnBlockRows = 16;
 constexpr int64_t kPrefetchRows = 4;
 
+#if defined(__x86_64__)
 // One input row [mid slice] of time step t scattered to the output: batch
 // i's block goes to time step len_i-1-t (t < len_i) or t, as whole lines
-// with streaming stores. Written out twice, for AVX2 and for baseline SSE2,
-// with the copy inlined: an out-of-line copy call per 256-byte block, and
-// merging neighbours that share a destination (a data-dependent branch per
-// block), each cost a third of the speed at 256 MiB.
+// with streaming stores. The line copy is inlined and there is no branch on
+// the data: an out-of-line copy call per 256-byte block, and merging
+// neighbours that share a destination, each cost a third of the speed at
+// 256 MiB; AVX2 stores another 10-20 % over SSE2.
 struct ScatterRow {
   const char* src;  // the input row
   char* out_m;      // output at time step 0 of this row's outer/mid slice
@@ -40,46 +37,20 @@ struct ScatterRow {
   int64_t batches;
 };
 
-#if defined(__x86_64__)
-__attribute__((target("avx2"))) void ScatterRowAvx2(const ScatterRow& r) {
+template <typename Line>
+void ScatterRowWith(const ScatterRow& r) {
   for (int64_t i = 0; i < r.batches; ++i) {
     const int64_t len = r.lengths[i];
     char* dst = r.out_m + (r.t < len ? len - 1 - r.t : r.t) * r.t_step + i * r.inner;
     const char* src = r.src + i * r.inner;
-    for (int64_t k = 0; k < r.inner; k += 64) {
-      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + k));
-      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + k + 32));
-      _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + k), a);
-      _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + k + 32), b);
-    }
+    for (int64_t k = 0; k < r.inner; k += 64) Line::Copy(dst + k, src + k);
   }
 }
 
-void ScatterRowSse2(const ScatterRow& r) {
-  for (int64_t i = 0; i < r.batches; ++i) {
-    const int64_t len = r.lengths[i];
-    char* dst = r.out_m + (r.t < len ? len - 1 - r.t : r.t) * r.t_step + i * r.inner;
-    const char* src = r.src + i * r.inner;
-    for (int64_t k = 0; k < r.inner; k += 64) {
-      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + k));
-      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + k + 16));
-      const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + k + 32));
-      const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + k + 48));
-      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + k), a);
-      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + k + 16), b);
-      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + k + 32), c);
-      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + k + 48), d);
-    }
-  }
+__attribute__((target("avx2"), flatten)) void ScatterRowAvx2(const ScatterRow& r) {
+  ScatterRowWith<Avx2Line>(r);
 }
-#else
-void ScatterRowSse2(const ScatterRow& r) {
-  for (int64_t i = 0; i < r.batches; ++i) {
-    const int64_t len = r.lengths[i];
-    std::memcpy(r.out_m + (r.t < len ? len - 1 - r.t : r.t) * r.t_step + i * r.inner,
-                r.src + i * r.inner, r.inner);
-  }
-}
+__attribute__((flatten)) void ScatterRowSse2(const ScatterRow& r) { ScatterRowWith<Sse2Line>(r); }
 #endif
 
 }  // namespace
@@ -118,9 +89,12 @@ void SequenceReversePlan::RunRange(const void* in_v, void* out_v, int64_t begin,
   const auto* in = static_cast<const char*>(in_v);
   auto* out = static_cast<char*>(out_v);
   const int64_t row = b_ * inner_bytes_;  // bytes of one [B, inner] row
+#if defined(__x86_64__)
   // Time-major blocks that are whole 64-byte lines of the output.
-  const bool scatter =
-      !batch_first_ && inner_bytes_ % 64 == 0 && reinterpret_cast<uintptr_t>(out) % 64 == 0;
+  const bool scatter = stream_ && !batch_first_ && inner_bytes_ % 64 == 0 &&
+                       reinterpret_cast<uintptr_t>(out) % 64 == 0;
+  const bool avx2 = scatter && UseAvx2();
+#endif
   for (int64_t u = begin; u < end; ++u) {
     const int64_t o = u / a_;
     const int64_t a = u - o * a_;
@@ -134,16 +108,15 @@ void SequenceReversePlan::RunRange(const void* in_v, void* out_v, int64_t begin,
         CopyBytes(out + off + len * inner_bytes_, in + off + len * inner_bytes_,
                   (seq_len_ - len) * inner_bytes_, stream_);
       }
-    } else if (stream_ && scatter) {
+#if defined(__x86_64__)
+    } else if (scatter) {
       // Layout [outer, seq, mid, batch, inner], output past the cache, every
       // block whole lines: here unit u is an *input* row. Read it in order
-      // and stream each run of batches that share a destination time step to
-      // its output row. The reads are one sequential stream the hardware
-      // prefetcher follows; the writes land anywhere, which streaming stores
-      // of whole lines do not mind (no read for ownership). The map from
-      // input to output rows is a bijection per batch, so disjoint unit
-      // ranges write disjoint bytes.
-      const bool avx2 = UseAvx2();
+      // and stream each batch's block to its output row. The reads are one
+      // sequential stream the hardware prefetcher follows; the writes land
+      // anywhere, which streaming stores of whole lines do not mind (no read
+      // for ownership). The map from input to output rows is a bijection per
+      // batch, so disjoint unit ranges write disjoint bytes.
       for (int64_t m = 0; m < mid_; ++m) {
         const ScatterRow r{in + ((o * a_ + a) * mid_ + m) * row,
                            out + (o * a_ * mid_ + m) * row,
@@ -152,14 +125,9 @@ void SequenceReversePlan::RunRange(const void* in_v, void* out_v, int64_t begin,
                            inner_bytes_,
                            lengths_.data(),
                            b_};
-#if defined(__x86_64__)
-        if (avx2) {
-          ScatterRowAvx2(r);
-          continue;
-        }
-#endif
-        ScatterRowSse2(r);
+        avx2 ? ScatterRowAvx2(r) : ScatterRowSse2(r);
       }
+#endif
     } else if (stream_) {
       // Layout [outer, seq, mid, batch, inner], output past the cache, blocks
       // not whole lines (so the scatter above would mix ordinary and

@@ -4,10 +4,6 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 namespace tensorops {
 namespace {
 
@@ -48,16 +44,7 @@ void CopyBytes(void* dst_v, const void* src_v, int64_t n, bool stream) {
     const int64_t head = (64 - static_cast<int64_t>(reinterpret_cast<uintptr_t>(dst) & 63)) & 63;
     std::memcpy(dst, src, head);
     int64_t i = head;
-    for (; i + 64 <= n; i += 64) {
-      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
-      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16));
-      const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 32));
-      const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 48));
-      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), a);
-      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 16), b);
-      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 32), c);
-      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 48), d);
-    }
+    for (; i + 64 <= n; i += 64) Sse2Line::Copy(dst + i, src + i);
     std::memcpy(dst + i, src + i, n - i);
     return;
   }

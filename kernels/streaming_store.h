@@ -20,6 +20,10 @@
 
 #include <cstdint>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace tensorops {
 
 // 16 MiB: from there an output and its input together fill the 32 MiB L3 of
@@ -47,6 +51,37 @@ void SetAvx2Allowed(bool allowed);
 // enough to fill whole cache lines, the aligned middle goes out with
 // non-temporal stores; the unaligned head and tail use ordinary stores.
 void CopyBytes(void* dst, const void* src, int64_t n, bool stream);
+
+#if defined(__x86_64__)
+// One 64-byte line from src (any alignment) to a 64-byte aligned dst with
+// streaming stores, for loops that write whole lines and are compiled once
+// per instruction set: a loop templated on the line type and instantiated
+// inside a `__attribute__((target("avx2"), flatten))` function inlines the
+// AVX2 stores (GCC refuses to inline a target("avx2") callee into a
+// baseline template otherwise). SSE2 is baseline x86-64.
+//
+// Example:
+//   template <typename Line> void Rows(char* d, const char* s, int64_t n) {
+//     for (int64_t i = 0; i < n; i += 64) Line::Copy(d + i, s + i);
+//   }
+//   __attribute__((target("avx2"), flatten)) void RowsAvx2(...) { Rows<Avx2Line>(...); }
+struct Sse2Line {
+  static void Copy(char* dst, const char* src) {
+    for (int q = 0; q < 64; q += 16) {
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + q),
+                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + q)));
+    }
+  }
+};
+struct Avx2Line {
+  __attribute__((target("avx2"))) static void Copy(char* dst, const char* src) {
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst),
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + 32),
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 32)));
+  }
+};
+#endif
 
 // Orders this thread's earlier streaming stores before its later stores
 // (sfence on x86); call it before publishing an output written with

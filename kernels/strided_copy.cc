@@ -251,7 +251,8 @@ struct RolledRows {
 };
 
 #if defined(__x86_64__)
-__attribute__((target("avx2"))) void StreamRolledRowsAvx2(const RolledRows& r) {
+template <typename Line>
+void StreamRolledRowsWith(const RolledRows& r) {
   alignas(64) char wrap[64];
   const char* in = r.in;
   char* out = r.out;
@@ -268,37 +269,16 @@ __attribute__((target("avx2"))) void StreamRolledRowsAvx2(const RolledRows& r) {
         std::memcpy(wrap + (r.row - s), in, 64 - (r.row - s));
         src = wrap;
       }
-      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
-      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 32));
-      _mm256_stream_si256(reinterpret_cast<__m256i*>(out + j), a);
-      _mm256_stream_si256(reinterpret_cast<__m256i*>(out + j + 32), b);
+      Line::Copy(out + j, src);
     }
   }
 }
 
-void StreamRolledRowsSse2(const RolledRows& r) {
-  alignas(64) char wrap[64];
-  const char* in = r.in;
-  char* out = r.out;
-  for (int64_t k = 0; k < r.count; ++k, in += r.in_step, out += r.out_step) {
-    if (k + 2 < r.count) {
-      for (int64_t b = 0; b < r.row; b += 64) _mm_prefetch(in + 2 * r.in_step + b, _MM_HINT_T0);
-    }
-    int64_t s = r.off;
-    for (int64_t j = 0; j < r.row; j += 64, s += 64) {
-      if (s >= r.row) s -= r.row;
-      const char* src = in + s;
-      if (s + 64 > r.row) {
-        std::memcpy(wrap, in + s, r.row - s);
-        std::memcpy(wrap + (r.row - s), in, 64 - (r.row - s));
-        src = wrap;
-      }
-      for (int q = 0; q < 64; q += 16) {
-        _mm_stream_si128(reinterpret_cast<__m128i*>(out + j + q),
-                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + q)));
-      }
-    }
-  }
+__attribute__((target("avx2"), flatten)) void StreamRolledRowsAvx2(const RolledRows& r) {
+  StreamRolledRowsWith<Avx2Line>(r);
+}
+__attribute__((flatten)) void StreamRolledRowsSse2(const RolledRows& r) {
+  StreamRolledRowsWith<Sse2Line>(r);
 }
 #endif
 
