@@ -23,8 +23,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       libgrpc++1.51 libgrpc29 libprotobuf32 libabsl20220623 \
       libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 zlib1g libisal2 \
-      libevent-core-2.1-7 libevent-extra-2.1-7 libevent-pthreads-2.1-7 \
-      libevent-openssl-2.1-7 libssl3 \
+      libssl3 \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 tensorops \
  && useradd --system --uid 10001 --gid tensorops --no-create-home --home-dir /nonexistent \

@@ -17,8 +17,8 @@
 // output read from raw_output_contents), on the same port.
 // rest, rest_json: the same ModelInfer over the HTTP/REST door (--address is
 // its HOST:PORT, the server's --http_port): POST /v2/models/{op}/infer on
-// keep-alive HTTP/1.1 connections (libevent's evhttp client, one connection
-// per in-flight call, --channels event-loop threads). rest sends every input and gets
+// keep-alive HTTP/1.1 connections (Boost.Beast, one connection per in-flight
+// call, --channels io_context threads). rest sends every input and gets
 // the output in Triton's binary tensor extension; rest_json sends and gets
 // JSON arrays, verified by parsing the reply's numbers (RapidJSON) back into
 // FP32. "request_bytes" is the whole HTTP body; "reply_bytes" the last one.
@@ -41,16 +41,8 @@
 // are counted in "errors" (and the first one quoted in "first_error").
 // The tool's own allocator keeps large blocks mapped (see main) so that it
 // does not pay a page fault per 4 KiB of every large reply.
-#include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/event.h>
-#include <event2/http.h>
-#include <event2/thread.h>
 #include <grpcpp/grpcpp.h>
 #include <malloc.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -64,11 +56,25 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "bench/echo.grpc.pb.h"
+#include "boost/asio/executor_work_guard.hpp"
+#include "boost/asio/io_context.hpp"
+#include "boost/asio/ip/tcp.hpp"
+#include "boost/asio/steady_timer.hpp"
+#include "boost/beast/core/flat_buffer.hpp"
+#include "boost/beast/core/span.hpp"
+#include "boost/beast/core/tcp_stream.hpp"
+#include "boost/beast/http/message.hpp"
+#include "boost/beast/http/parser.hpp"
+#include "boost/beast/http/read.hpp"
+#include "boost/beast/http/span_body.hpp"
+#include "boost/beast/http/string_body.hpp"
+#include "boost/beast/http/write.hpp"
 #include "inference/grpc_service.grpc.pb.h"
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
@@ -79,6 +85,10 @@ namespace {
 
 namespace v1 = tensorops::v1;
 namespace eb = tensorops::bench;
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+using tcp = boost::asio::ip::tcp;
 
 struct Options {
   std::string mode = "unary";        // unary | stream
@@ -117,11 +127,17 @@ struct Slot {
   v1::ExecuteResponse exec_response;
   inference::ModelInferResponse infer_response;
   eb::EchoResponse echo_response;
-  // rest: this slot's keep-alive connection; the reply's body while its
-  // callback runs.
-  evhttp_connection* http = nullptr;
-  evbuffer* rest_reply = nullptr;
-  evutil_socket_t nodelay_fd = -1;  // the connection's socket, TCP_NODELAY set
+  // rest: this slot's keep-alive connection (on its channel's io_context),
+  // the request (headers built once; the body a view of Shared::rest_body),
+  // the parser of the reply being read, and the last reply's body (moved
+  // into the next parser so that its capacity is reused, not reallocated).
+  std::unique_ptr<beast::tcp_stream> http;
+  bool connected = false;
+  std::unique_ptr<net::steady_timer> retry;  // the 1 ms pause after a failed connect
+  http::request<http::span_body<const char>> rest_request;
+  beast::flat_buffer rest_buffer;  // bytes read and not yet parsed
+  std::optional<http::response_parser<http::string_body>> rest_parser;
+  std::string rest_reply;
   int64_t rest_reply_bytes = 0;
   int64_t start_ns = 0;
   int64_t seq = 0;
@@ -137,11 +153,10 @@ struct Shared {
   Options opt;
   bool is_echo = false;
   bool is_oip = false;
-  bool is_rest = false;                 // rest or rest_json
-  bool rest_binary = false;             // rest: the binary tensor extension both ways
-  std::vector<event_base*> rest_bases;  // one event loop per --channels
+  bool is_rest = false;                       // rest or rest_json
+  bool rest_binary = false;                   // rest: the binary tensor extension both ways
+  std::vector<tcp::endpoint> rest_endpoints;  // --address, resolved once
   std::string rest_host;
-  int rest_port = 0;
   std::string rest_path;           // /v2/models/{op}/infer
   std::string rest_body;           // built once, sent by reference
   std::string rest_header_length;  // Inference-Header-Content-Length (rest)
@@ -222,58 +237,98 @@ void StartNext(Slot* s) {
 
 // ---- rest, rest_json ------------------------------------------------------
 
-void RestDone(evhttp_request* req, void* arg);
+void RestDone(Slot* s, int code);
+void RestConnected(Slot* s, const beast::error_code& ec);
+void WriteRest(Slot* s);
+void RestRead(Slot* s, const beast::error_code& ec);
 
-// Sends this slot's next infer on its keep-alive connection (on the loop
-// thread, or on main before the loop starts).
-void StartRest(Slot* s) {
-  Shared* sh = s->sh;
-  evhttp_request* req = evhttp_request_new(&RestDone, s);
-  evkeyvalq* h = evhttp_request_get_output_headers(req);
-  evhttp_add_header(h, "Host", sh->rest_host.c_str());
-  evhttp_add_header(h, "Content-Type",
-                    sh->rest_binary ? "application/octet-stream" : "application/json");
-  if (sh->rest_binary) {
-    evhttp_add_header(h, "Inference-Header-Content-Length", sh->rest_header_length.c_str());
-  }
-  evhttp_add_header(h, "Content-Length", std::to_string(sh->rest_body.size()).c_str());
-  // By reference: the body is built once and outlives every request.
-  evbuffer_add_reference(evhttp_request_get_output_buffer(req), sh->rest_body.data(),
-                         sh->rest_body.size(), nullptr, nullptr);
-  const int made = evhttp_make_request(s->http, req, EVHTTP_REQ_POST, sh->rest_path.c_str());
-  // No Nagle: the request's last segment must not wait for the server's
-  // delayed ACK (40 ms a call). The socket exists once a (re)connect started.
-  const evutil_socket_t fd = bufferevent_getfd(evhttp_connection_get_bufferevent(s->http));
-  if (fd >= 0 && fd != s->nodelay_fd) {
-    const int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    s->nodelay_fd = fd;
-  }
-  if (made != 0) {
-    // (libevent frees the request.) Counted as an error; the next try waits
-    // 1 ms on the loop instead of recursing.
-    ++s->errors;
-    if (s->first_error.empty()) s->first_error = "evhttp_make_request failed";
-    timeval ms{0, 1000};
-    event_base_once(
-        sh->rest_bases[s->channel], -1, EV_TIMEOUT,
-        [](evutil_socket_t, short, void* slot) { StartNext(static_cast<Slot*>(slot)); }, s, &ms);
-  }
+// A call that got no (whole) answer: its connection's state is unknown, so
+// it is dropped and the slot's next call reconnects.
+void RestFailed(Slot* s) {
+  s->http->close();
+  s->connected = false;
+  s->rest_buffer.clear();
+  s->rest_reply.clear();
+  RestDone(s, 0);
 }
 
-void RestDone(evhttp_request* req, void* arg) {
-  Slot* s = static_cast<Slot*>(arg);
-  const int code = req == nullptr ? 0 : evhttp_request_get_response_code(req);
-  s->rest_reply = req == nullptr ? nullptr : evhttp_request_get_input_buffer(req);
-  s->rest_reply_bytes = s->rest_reply == nullptr ? 0 : evbuffer_get_length(s->rest_reply);
+// Sends this slot's next infer on its keep-alive connection, connecting
+// first if there is none (on the slot's io_context thread, or on main before
+// the threads start).
+void StartRest(Slot* s) {
+  // One deadline for the whole call: connect, write and read.
+  s->http->expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(s->sh->opt.deadline_seconds)));
+  if (s->connected) {
+    WriteRest(s);
+    return;
+  }
+  s->http->async_connect(
+      s->sh->rest_endpoints,
+      [s](const beast::error_code& ec, const tcp::endpoint&) { RestConnected(s, ec); });
+}
+
+void RestConnected(Slot* s, const beast::error_code& ec) {
+  if (ec) {
+    // The call fails after 1 ms: a closed port is not hammered with connects
+    // as fast as they are refused.
+    s->http->close();
+    s->retry->expires_after(std::chrono::milliseconds(1));
+    s->retry->async_wait([s](const beast::error_code&) { RestFailed(s); });
+    return;
+  }
+  // No Nagle: the request's last segment must not wait for the server's
+  // delayed ACK (40 ms a call).
+  beast::error_code ignored;
+  s->http->socket().set_option(tcp::no_delay(true), ignored);
+  s->connected = true;
+  WriteRest(s);
+}
+
+// Writes the request (a gather write of the headers and the shared body, not
+// copied), then reads the reply.
+void WriteRest(Slot* s) {
+  http::async_write(*s->http, s->rest_request, [s](const beast::error_code& ec, size_t) {
+    if (ec) {
+      RestFailed(s);
+      return;
+    }
+    s->rest_parser.emplace();
+    // No limit on the body (Beast's default for a response is 8 MiB): a reply
+    // is as big as the request's tensor makes it, and the server bounds that.
+    s->rest_parser->body_limit(boost::none);
+    std::string& body = s->rest_parser->get().body();
+    body = std::move(s->rest_reply);
+    body.clear();
+    http::async_read(*s->http, s->rest_buffer, *s->rest_parser,
+                     [s](const beast::error_code& read_error, size_t) { RestRead(s, read_error); });
+  });
+}
+
+void RestRead(Slot* s, const beast::error_code& ec) {
+  http::response<http::string_body>& reply = s->rest_parser->get();
+  s->rest_reply = std::move(reply.body());
+  if (ec) {
+    RestFailed(s);
+    return;
+  }
+  if (!reply.keep_alive()) {
+    // The server closes this connection after the reply.
+    s->http->close();
+    s->connected = false;
+    s->rest_buffer.clear();
+  }
+  RestDone(s, static_cast<int>(reply.result_int()));
+}
+
+// The reply's status is `code` (0: no answer), its body s->rest_reply.
+void RestDone(Slot* s, int code) {
+  s->rest_reply_bytes = static_cast<int64_t>(s->rest_reply.size());
   grpc::Status status;
   if (code != 200) {
     std::string text = "HTTP " + std::to_string(code);
-    if (s->rest_reply != nullptr && s->rest_reply_bytes > 0) {
-      const size_t n = std::min<size_t>(s->rest_reply_bytes, 300);
-      std::string body(n, '\0');
-      evbuffer_copyout(s->rest_reply, body.data(), n);
-      text += ": " + body;
+    if (!s->rest_reply.empty()) {
+      text += ": " + s->rest_reply.substr(0, 300);
     } else if (code == 0) {
       text += " (no answer: connection failed or timed out)";
     }
@@ -286,17 +341,16 @@ void RestDone(evhttp_request* req, void* arg) {
 // number when `full`.
 std::string CheckRestReply(const Slot& s, bool full) {
   const Shared& sh = *s.sh;
-  evbuffer* body = s.rest_reply;
+  const char* body = s.rest_reply.data();
   const int64_t total = s.rest_reply_bytes;
   const int64_t payload = static_cast<int64_t>(sh.expected.size());
   if (sh.rest_binary) {
     // JSON header, then the output's bytes.
     if (total <= payload) return "reply of " + std::to_string(total) + " bytes is too short";
     if (!full) return "";
-    const char* bytes = reinterpret_cast<const char*>(evbuffer_pullup(body, -1));
     const int64_t json_len = total - payload;
     rapidjson::Document head;
-    head.Parse(bytes, static_cast<size_t>(json_len));
+    head.Parse(body, static_cast<size_t>(json_len));
     if (head.HasParseError() || !head.IsObject() || !head.HasMember("outputs")) {
       return "reply's JSON header does not parse (or the binary size is wrong)";
     }
@@ -305,18 +359,17 @@ std::string CheckRestReply(const Slot& s, bool full) {
     if (out["parameters"]["binary_data_size"].GetInt64() != payload) {
       return "reply's binary_data_size is wrong";
     }
-    if (std::memcmp(bytes + json_len, sh.expected.data(), static_cast<size_t>(payload)) != 0) {
+    if (std::memcmp(body + json_len, sh.expected.data(), static_cast<size_t>(payload)) != 0) {
       return "reply bytes differ from the expected output";
     }
     return "";
   }
   if (!full) return total > 0 ? "" : "empty reply";
-  const char* text = reinterpret_cast<const char*>(evbuffer_pullup(body, -1));
   rapidjson::Document doc;
   // Full precision: the nearest double of each number, then to FP32, as the
   // server reads them.
   doc.Parse<rapidjson::kParseFullPrecisionFlag | rapidjson::kParseNanAndInfFlag>(
-      text, static_cast<size_t>(total));
+      body, static_cast<size_t>(total));
   if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("outputs")) {
     return "reply JSON does not parse";
   }
@@ -872,37 +925,66 @@ int Report(const Shared& sh, const std::vector<std::unique_ptr<Slot>>& slots,
            int64_t request_bytes);
 
 // rest, rest_json: one keep-alive connection per slot; the slots spread over
-// --channels event-loop threads (as the gRPC targets spread over channels).
+// --channels io_context threads (as the gRPC targets spread over channels).
 int RunRest(Shared* sh, int64_t request_bytes) {
   const Options& o = sh->opt;
   const size_t colon = o.address.rfind(':');
   if (colon == std::string::npos) return Usage("--address (HOST:PORT)");
   sh->rest_host = o.address.substr(0, colon);
-  sh->rest_port = std::atoi(o.address.c_str() + colon + 1);
-  evthread_use_pthreads();
-  for (int c = 0; c < o.channels; ++c) sh->rest_bases.push_back(event_base_new());
+  const std::string port = o.address.substr(colon + 1);
+  // One io_context per thread: its handlers (a slot's whole call) never run
+  // concurrently, so a slot needs no lock.
+  std::vector<std::unique_ptr<net::io_context>> ios;
+  std::vector<net::executor_work_guard<net::io_context::executor_type>> work;
+  for (int c = 0; c < o.channels; ++c) {
+    ios.push_back(std::make_unique<net::io_context>(1));
+    work.push_back(net::make_work_guard(*ios.back()));
+  }
+  {
+    beast::error_code ec;
+    tcp::resolver resolver(*ios[0]);
+    for (const auto& entry : resolver.resolve(sh->rest_host, port, ec)) {
+      sh->rest_endpoints.push_back(entry.endpoint());
+    }
+    if (ec || sh->rest_endpoints.empty()) {
+      std::fprintf(stderr, "load_tool: cannot resolve %s: %s\n", o.address.c_str(),
+                   ec.message().c_str());
+      return 1;
+    }
+  }
+  http::request<http::span_body<const char>> request{http::verb::post, sh->rest_path, 11};
+  request.set(http::field::host, sh->rest_host);
+  request.set(http::field::content_type,
+              sh->rest_binary ? "application/octet-stream" : "application/json");
+  if (sh->rest_binary) request.set("Inference-Header-Content-Length", sh->rest_header_length);
+  request.content_length(sh->rest_body.size());
+  // By reference: the body is built once and outlives every request.
+  request.body() = beast::span<const char>(sh->rest_body.data(), sh->rest_body.size());
   std::vector<std::unique_ptr<Slot>> slots = MakeSlots(sh);
   for (auto& s : slots) {
-    s->http = evhttp_connection_base_new(sh->rest_bases[s->channel], nullptr, sh->rest_host.c_str(),
-                                         static_cast<uint16_t>(sh->rest_port));
-    evhttp_connection_set_timeout(s->http, static_cast<int>(o.deadline_seconds));
-    // libevent 2.1 moves 4 KiB a read and 16 KiB a write by default.
-    bufferevent* bev = evhttp_connection_get_bufferevent(s->http);
-    bufferevent_set_max_single_read(bev, size_t{1} << 20);
-    bufferevent_set_max_single_write(bev, size_t{1} << 20);
+    s->http = std::make_unique<beast::tcp_stream>(*ios[s->channel]);
+    s->retry = std::make_unique<net::steady_timer>(*ios[s->channel]);
+    s->rest_request = request;
+    // Beast reads min(64 KiB, the buffer's free capacity) a call: room for
+    // 64 KiB, so a big body arrives in big steps.
+    s->rest_buffer.reserve(size_t{64} << 10);
   }
   sh->active = o.concurrency;
   sh->warm_end_ns = NowNs() + static_cast<int64_t>(o.warmup_seconds * 1e9);
-  for (auto& s : slots) StartNext(s.get());  // queued until the loops run
-  std::vector<std::thread> loops;
-  for (event_base* base : sh->rest_bases) {
-    loops.emplace_back([base] { event_base_loop(base, EVLOOP_NO_EXIT_ON_EMPTY); });
-  }
+  for (auto& s : slots) StartNext(s.get());  // queued until the threads run
+  std::vector<std::thread> threads;
+  for (auto& io : ios) threads.emplace_back([&io] { io->run(); });
   WaitForSlots(sh);
-  for (event_base* base : sh->rest_bases) event_base_loopbreak(base);
-  for (std::thread& t : loops) t.join();
-  for (auto& s : slots) evhttp_connection_free(s->http);
-  for (event_base* base : sh->rest_bases) event_base_free(base);
+  work.clear();
+  for (auto& io : ios) io->stop();
+  for (std::thread& t : threads) t.join();
+  // The streams and timers before their io_contexts.
+  for (auto& s : slots) {
+    s->rest_parser.reset();
+    s->retry.reset();
+    s->http.reset();
+  }
+  ios.clear();
   return Report(*sh, slots, request_bytes);
 }
 

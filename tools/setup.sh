@@ -22,9 +22,9 @@ PACKAGES=(
   # CRC-32 of streamed tensors: ISA-L computes it, zlib combines parts (and is
   # the tests' independent reference; libgrpc-dev pulls it in too)
   libisal-dev zlib1g-dev
-  # the Open Inference Protocol over HTTP (server/http/): libevent's evhttp
-  # (and its OpenSSL bufferevents for HTTPS), OpenSSL and RapidJSON (header-only)
-  libevent-dev libssl-dev rapidjson-dev
+  # the Open Inference Protocol over HTTP (server/http/): Boost.Beast and
+  # Boost.Asio (header-only), OpenSSL and RapidJSON (header-only)
+  libboost1.74-dev libssl-dev rapidjson-dev
 )
 case "$PROFILE" in
   image) ;;

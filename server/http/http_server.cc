@@ -1,30 +1,34 @@
 #include "server/http/http_server.h"
 
-#include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
-#include <event2/event.h>
-#include <event2/http.h>
-#include <event2/keyvalq_struct.h>
-#include <event2/thread.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <openssl/ssl.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
+#include <atomic>
+#include <cstring>
+#include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "boost/asio/dispatch.hpp"
+#include "boost/asio/executor_work_guard.hpp"
+#include "boost/asio/io_context.hpp"
+#include "boost/asio/ip/tcp.hpp"
+#include "boost/asio/post.hpp"
+#include "boost/asio/read.hpp"
+#include "boost/asio/ssl.hpp"
+#include "boost/asio/steady_timer.hpp"
+#include "boost/beast/core.hpp"
+#include "boost/beast/http.hpp"
+#include "boost/beast/ssl.hpp"
 #include "kernels/status_macros.h"
 #include "kernels/tensor.h"
 #include "rapidjson/document.h"
@@ -42,37 +46,182 @@
 namespace tensorops {
 namespace {
 
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+
 using JsonOut = rapidjson::Writer<rapidjson::StringBuffer>;
 
-absl::string_view Bytes(const std::string& s) { return s; }
-absl::string_view Bytes(const Tensor& t) {
-  return absl::string_view(t.data_as<char>(), static_cast<size_t>(t.num_bytes()));
+// A request body, contiguous: tensors are used in place from it. Big bodies
+// come from BufferCache (through Tensor), whose pages a previous call
+// already touched: a fresh allocation's first-touch page faults cost more
+// than reading the bytes.
+class BodyBytes {
+ public:
+  // Room for `n` bytes in all, keeping the ones already there.
+  void Reserve(uint64_t n) {
+    if (n <= capacity_) return;
+    Tensor bigger(DType::kUInt8, {static_cast<int64_t>(n)});
+    if (size_ > 0) std::memcpy(bigger.mutable_data(), storage_.data(), size_);
+    storage_ = std::move(bigger);
+    capacity_ = n;
+  }
+  char* end() { return storage_.mutable_data_as<char>() + size_; }
+  void Grow(uint64_t n) { size_ += n; }
+  uint64_t size() const { return size_; }
+  absl::string_view view() const {
+    if (size_ == 0) return "";
+    return absl::string_view(storage_.data_as<char>(), size_);
+  }
+
+ private:
+  Tensor storage_;
+  uint64_t capacity_ = 0;
+  uint64_t size_ = 0;
+};
+
+// Beast's Body for requests read through its parser (chunked bodies, and
+// what arrived with the header): appends to BodyBytes, doubling its room
+// when the length is not known ahead. The parser enforces the body limit.
+struct RequestBody {
+  using value_type = BodyBytes;
+
+  class reader {
+   public:
+    template <bool kIsRequest, class Fields>
+    reader(http::header<kIsRequest, Fields>&, value_type& body) : body_(body) {}
+    void init(const boost::optional<std::uint64_t>& length, beast::error_code& ec) {
+      if (length) body_.Reserve(*length);
+      ec = {};
+    }
+    template <class ConstBufferSequence>
+    std::size_t put(const ConstBufferSequence& buffers, beast::error_code& ec) {
+      const std::size_t n = net::buffer_size(buffers);
+      if (body_.size() + n > capacity_) {
+        capacity_ = std::max<uint64_t>({body_.size() + n, 2 * capacity_, 64 << 10});
+        body_.Reserve(capacity_);
+      }
+      net::buffer_copy(net::buffer(body_.end(), n), buffers);
+      body_.Grow(n);
+      ec = {};
+      return n;
+    }
+    void finish(beast::error_code& ec) { ec = {}; }
+
+   private:
+    value_type& body_;
+    uint64_t capacity_ = 0;
+  };
+};
+
+// An answer's body: the JSON text, then each binary output, written in one
+// gather write straight from where they are (no copy into a send buffer).
+struct ResponseBody {
+  struct value_type {
+    std::string json;
+    std::vector<Tensor> binary;
+  };
+  static std::uint64_t size(const value_type& v) {
+    uint64_t n = v.json.size();
+    for (const Tensor& t : v.binary) n += static_cast<uint64_t>(t.num_bytes());
+    return n;
+  }
+
+  class writer {
+   public:
+    using const_buffers_type = std::vector<net::const_buffer>;
+    template <bool kIsRequest, class Fields>
+    writer(const http::header<kIsRequest, Fields>&, const value_type& body) : body_(body) {}
+    void init(beast::error_code& ec) { ec = {}; }
+    boost::optional<std::pair<const_buffers_type, bool>> get(beast::error_code& ec) {
+      ec = {};
+      if (done_) return boost::none;
+      done_ = true;
+      const_buffers_type buffers;
+      buffers.reserve(1 + body_.binary.size());
+      if (!body_.json.empty()) buffers.emplace_back(body_.json.data(), body_.json.size());
+      for (const Tensor& t : body_.binary) {
+        if (t.num_bytes() > 0) buffers.emplace_back(t.data(), static_cast<size_t>(t.num_bytes()));
+      }
+      if (buffers.empty()) return boost::none;
+      return std::make_pair(std::move(buffers), false);
+    }
+
+   private:
+    const value_type& body_;
+    bool done_ = false;
+  };
+};
+
+// One request as the router sees it, whatever the connection (HTTP or
+// HTTPS).
+struct HttpRequest {
+  http::request_header<> header;
+  BodyBytes body;
+
+  std::optional<std::string> Header(absl::string_view name) const {
+    auto it = header.find(beast::string_view(name.data(), name.size()));
+    if (it == header.end()) return std::nullopt;
+    return std::string(it->value());
+  }
+};
+
+// One answer. Written by the connection's loop.
+struct HttpResponse {
+  int status = 200;
+  std::vector<std::pair<std::string, std::string>> headers;  // Content-Type first
+  ResponseBody::value_type body;
+  bool close = false;  // close the connection after it
+};
+
+HttpResponse JsonResponse(int status, std::string json) {
+  HttpResponse r;
+  r.status = status;
+  r.headers.emplace_back("Content-Type", "application/json");
+  r.body.json = std::move(json);
+  return r;
 }
 
-// Hands `value`'s bytes (JSON text, or a binary output's tensor) to evhttp
-// without copying: the buffer owns `value` until they are sent.
-template <typename T>
-void AddOwned(evbuffer* buf, T value) {
-  if (Bytes(value).empty()) return;
-  auto* owned = new T(std::move(value));
-  const absl::string_view bytes = Bytes(*owned);
-  evbuffer_add_reference(
-      buf, bytes.data(), bytes.size(),
-      [](const void*, size_t, void* arg) { delete static_cast<T*>(arg); }, owned);
+HttpResponse ErrorResponse(const absl::Status& status) {
+  return JsonResponse(HttpStatusOf(status), ErrorJson(status.message()));
 }
 
-void Send(evhttp_request* req, int code, std::string json,
-          const char* content_type = "application/json") {
-  evkeyvalq* headers = evhttp_request_get_output_headers(req);
-  evhttp_add_header(headers, "Content-Type", content_type);
-  evbuffer* buf = evbuffer_new();
-  AddOwned(buf, std::move(json));
-  evhttp_send_reply(req, code, nullptr, buf);
-  evbuffer_free(buf);
+// Called once per request, on the connection's loop thread.
+using Reply = std::function<void(HttpResponse)>;
+
+// evhttp_uridecode's rule (the first transport's): %XX becomes its byte, a
+// '%' not followed by two hex digits stays as it is, '+' stays '+'.
+std::string PercentDecode(absl::string_view s) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    c = absl::ascii_tolower(c);
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
+      out.push_back(static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2])));
+      i += 2;
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
 }
 
-void SendError(evhttp_request* req, const absl::Status& status) {
-  Send(req, HttpStatusOf(status), ErrorJson(status.message()));
+// The path of a request target: origin form ("/v2/x?y") or absolute form
+// ("http://host/v2/x"); the query is not part of it.
+absl::string_view TargetPath(absl::string_view target) {
+  if (!absl::StartsWith(target, "/")) {
+    const size_t scheme = target.find("://");
+    if (scheme == absl::string_view::npos) return "";
+    const size_t slash = target.find('/', scheme + 3);
+    target = slash == absl::string_view::npos ? "/" : target.substr(slash);
+  }
+  return target.substr(0, target.find_first_of("?#"));
 }
 
 std::string Json(absl::FunctionRef<void(JsonOut&)> fill) {
@@ -83,12 +232,6 @@ std::string Json(absl::FunctionRef<void(JsonOut&)> fill) {
 }
 
 void Str(JsonOut& w, absl::string_view s) { w.String(s.data(), s.size()); }
-
-std::optional<std::string> Header(evhttp_request* req, const char* name) {
-  const char* v = evhttp_find_header(evhttp_request_get_input_headers(req), name);
-  if (v == nullptr) return std::nullopt;
-  return std::string(v);
-}
 
 void DescribeTensor(JsonOut& w, absl::string_view name, absl::string_view datatype,
                     const std::vector<int64_t>& shape) {
@@ -222,45 +365,256 @@ absl::StatusOr<ShmRegisterBody> ParseRegisterBody(absl::string_view body) {
   return out;
 }
 
-absl::string_view Body(evhttp_request* req) {
-  evbuffer* input = evhttp_request_get_input_buffer(req);
-  const size_t length = evbuffer_get_length(input);
-  if (length == 0) return "";
-  return absl::string_view(reinterpret_cast<const char*>(evbuffer_pullup(input, -1)), length);
-}
+}  // namespace
+
+// The server proper; HttpServer is its handle. Thread-safety: the members
+// are set before the loops start and read-only after, but for the
+// acceptor's (loop 0's thread only).
+class HttpServerImpl {
+ public:
+  HttpServerImpl(CallPipeline* pipeline, ShmRegistry* shm, const HttpServer::Options& options)
+      : pipeline(pipeline), shm(shm), options(options) {}
+
+  void Accept();
+  void Route(HttpRequest req, net::any_io_executor loop, Reply reply);
+  void Infer(HttpRequest req, net::any_io_executor loop, Reply reply, const std::string& model,
+             const std::string& version);
+
+  CallPipeline* const pipeline;
+  ShmRegistry* const shm;
+  const HttpServer::Options options;
+  std::unique_ptr<net::ssl::context> tls;  // HTTPS only when set
+  struct Loop {
+    net::io_context io{1};  // one thread runs it
+    std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+    std::thread thread;
+  };
+  std::vector<std::unique_ptr<Loop>> loops;
+  std::optional<tcp::acceptor> acceptor;  // on loops[0]
+  std::optional<net::steady_timer> accept_backoff;
+  size_t next_loop = 0;
+};
+
+namespace {
+
+// A request's header may take this long to arrive once the connection is
+// idle (keep-alive), and each read or write of a body this long; a client
+// that stalls past it loses the connection.
+constexpr auto kIoTimeout = std::chrono::seconds(120);
+constexpr uint32_t kMaxHeaderBytes = 64 << 10;
+
+// One connection, HTTP (Stream = beast::tcp_stream) or HTTPS
+// (beast::ssl_stream<beast::tcp_stream>): reads a request, hands it to the
+// router, writes its answer, and reads the next (so pipelined requests are
+// answered in order). Lives as long as an operation or a pending answer
+// holds it; runs only on its loop's thread.
+template <class Stream>
+class Connection : public std::enable_shared_from_this<Connection<Stream>> {
+ public:
+  Connection(HttpServerImpl* server, Stream stream) : server_(server), stream_(std::move(stream)) {}
+
+  void Start() {
+    if constexpr (kTls) {
+      Lowest().expires_after(kIoTimeout);
+      stream_.async_handshake(net::ssl::stream_base::server,
+                              [self = this->shared_from_this()](beast::error_code ec) {
+                                if (ec) return;  // not TLS, or refused: close unanswered
+                                self->ReadHeader();
+                              });
+    } else {
+      ReadHeader();
+    }
+  }
+
+ private:
+  static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
+
+  beast::tcp_stream& Lowest() { return beast::get_lowest_layer(stream_); }
+
+  void ReadHeader() {
+    parser_.emplace();
+    parser_->header_limit(kMaxHeaderBytes);
+    parser_->body_limit(static_cast<uint64_t>(server_->options.max_body_bytes));
+    Lowest().expires_after(kIoTimeout);
+    http::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+  }
+
+  void OnHeader(beast::error_code ec) {
+    if (ec) return Refuse(ec);
+    const auto& header = parser_->get();
+    if (parser_->is_done()) return Dispatch();
+    if (beast::iequals(header[http::field::expect], "100-continue")) {
+      // curl sends this before bodies over 1 MiB and waits for it.
+      continue_.emplace(http::status::continue_, header.version());
+      Lowest().expires_after(kIoTimeout);
+      return http::async_write(stream_, *continue_,
+                               [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                                 if (ec) return;
+                                 self->ReadBody();
+                               });
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
+    Lowest().expires_after(kIoTimeout);
+    auto self = this->shared_from_this();
+    if (parser_->chunked() || !parser_->content_length()) {
+      // Chunked: Beast decodes it into RequestBody.
+      return http::async_read(stream_, buffer_, *parser_, [self](beast::error_code ec, size_t) {
+        if (ec) return self->Refuse(ec);
+        self->Dispatch();
+      });
+    }
+    // A known length (under the limit: the parser checked it with the
+    // header): what came with the header, then the rest read straight into
+    // the body, each read as large as the socket has.
+    const uint64_t length = *parser_->content_length();
+    BodyBytes& body = parser_->get().body();
+    body.Reserve(length);
+    const size_t have = std::min<uint64_t>(buffer_.size(), length);
+    net::buffer_copy(net::buffer(body.end(), have), buffer_.data());
+    buffer_.consume(have);
+    body.Grow(have);
+    if (have == length) return Dispatch();
+    net::async_read(stream_, net::buffer(body.end(), length - have),
+                    [self](beast::error_code ec, size_t n) {
+                      if (ec) return;  // the client went away or stalled
+                      self->parser_->get().body().Grow(n);
+                      self->Dispatch();
+                    });
+  }
+
+  // A request that cannot be read: the JSON error its client expects when
+  // there is one to give, then close; nothing for a connection that ended.
+  void Refuse(beast::error_code ec) {
+    int status = 400;
+    std::string why;
+    if (ec == http::error::body_limit) {
+      status = 413;
+      why = absl::StrCat("the request body is over the limit of ", server_->options.max_body_bytes,
+                         " bytes (--max_message_bytes)");
+    } else if (ec == http::error::header_limit) {
+      status = 431;
+      why = absl::StrCat("the request header is over the limit of ", kMaxHeaderBytes, " bytes");
+    } else if (ec.category() == beast::error_code(http::error::bad_method).category() &&
+               ec != http::error::end_of_stream && ec != http::error::partial_message &&
+               ec != http::error::short_read) {
+      why = absl::StrCat("malformed HTTP request: ", ec.message());
+    } else {
+      return;  // end of stream, reset, timeout, TLS truncation: close
+    }
+    version_ = 11;
+    keep_alive_ = false;
+    head_ = false;
+    HttpResponse r = JsonResponse(status, ErrorJson(why));
+    r.close = true;
+    Send(std::move(r));
+  }
+
+  void Dispatch() {
+    Lowest().expires_never();  // the call's own deadline governs now
+    HttpRequest req;
+    keep_alive_ = parser_->get().keep_alive();
+    req.header = std::move(parser_->get().base());
+    req.body = std::move(parser_->get().body());
+    parser_.reset();
+    version_ = req.header.version();
+    head_ = req.header.method() == http::verb::head;
+    auto self = this->shared_from_this();
+    server_->Route(std::move(req), stream_.get_executor(),
+                   [self](HttpResponse r) { self->Send(std::move(r)); });
+  }
+
+  void Send(HttpResponse r) {
+    response_.emplace();
+    http::response<ResponseBody>& res = *response_;
+    res.version(version_);
+    res.result(static_cast<unsigned>(r.status));
+    for (auto& [name, value] : r.headers) res.insert(name, value);
+    res.keep_alive(keep_alive_ && !r.close);
+    res.body() = std::move(r.body);
+    res.prepare_payload();
+    if (head_) res.body() = {};  // the length of a GET, no body
+    Lowest().expires_after(kIoTimeout);
+    http::async_write(
+        stream_, res,
+        [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnWritten(ec); });
+  }
+
+  void OnWritten(beast::error_code ec) {
+    const bool keep = !ec && response_->keep_alive();
+    response_.reset();  // gives the outputs' buffers back now, not at the next answer
+    if (ec) return;
+    if (keep) return ReadHeader();
+    if constexpr (kTls) {
+      Lowest().expires_after(std::chrono::seconds(5));
+      stream_.async_shutdown([self = this->shared_from_this()](beast::error_code) {});
+    } else {
+      beast::error_code ignored;
+      Lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
+    }
+  }
+
+  HttpServerImpl* const server_;
+  Stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<RequestBody>> parser_;
+  std::optional<http::response<http::empty_body>> continue_;
+  std::optional<http::response<ResponseBody>> response_;
+  unsigned version_ = 11;
+  bool keep_alive_ = true;
+  bool head_ = false;
+};
 
 }  // namespace
 
-// One infer, from its request to its answer. Owned by the loop: deleted in
-// Reply, on the loop thread, after the answer is handed to evhttp (which
-// gives the admission ticket back, as a gRPC reactor's OnDone does).
-class HttpServer::InferCall {
+void HttpServerImpl::Accept() {
+  Loop& loop = *loops[next_loop++ % loops.size()];
+  acceptor->async_accept(loop.io, [this, &loop](beast::error_code ec, tcp::socket socket) {
+    if (ec == net::error::operation_aborted) return;
+    if (ec) {
+      // Out of descriptors, most likely: wait instead of spinning on it.
+      Log(LogLevel::kWarning, absl::StrCat("HTTP accept failed: ", ec.message()));
+      accept_backoff->expires_after(std::chrono::milliseconds(50));
+      accept_backoff->async_wait([this](beast::error_code e) {
+        if (!e) Accept();
+      });
+      return;
+    }
+    // No Nagle: an answer's last partial segment must not wait for the
+    // client's delayed ACK (40 ms a call with binary replies of 64 KiB).
+    beast::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    if (tls != nullptr) {
+      auto c = std::make_shared<Connection<beast::ssl_stream<beast::tcp_stream>>>(
+          this, beast::ssl_stream<beast::tcp_stream>(beast::tcp_stream(std::move(socket)), *tls));
+      net::post(loop.io, [c] { c->Start(); });
+    } else {
+      auto c = std::make_shared<Connection<beast::tcp_stream>>(
+          this, beast::tcp_stream(std::move(socket)));
+      net::post(loop.io, [c] { c->Start(); });
+    }
+    Accept();
+  });
+}
+
+// One infer, from its request to its answer. Owns itself: deleted in
+// Answer, on the connection's loop, once the answer is handed to the
+// connection (~Call then gives the admission ticket back, as a gRPC
+// reactor's OnDone does).
+class InferCall {
  public:
-  InferCall(HttpServer* server, evhttp_request* req)
-      : server_(server),
-        req_(req),
-        base_(evhttp_connection_get_base(evhttp_request_get_connection(req))) {}
+  InferCall(HttpServerImpl* server, HttpRequest req, net::any_io_executor loop, Reply reply)
+      : server_(server), req_(std::move(req)), loop_(std::move(loop)), reply_(std::move(reply)) {}
 
   void Start(const std::string& model, const std::string& version) {
-    evbuffer* input = evhttp_request_get_input_buffer(req_);
-    const size_t length = evbuffer_get_length(input);
-    // One contiguous body: tensors are used in place from here on. libevent
-    // 2.1 reads 4 KiB at a time, so a big body is thousands of chains: it is
-    // copied once into a buffer big calls reuse (BufferCache) instead of
-    // evbuffer_pullup's fresh allocation, whose first touch cost more than
-    // the copy.
-    const char* bytes = "";
-    if (length > 0 && evbuffer_peek(input, -1, nullptr, nullptr, 0) == 1) {
-      bytes = reinterpret_cast<const char*>(evbuffer_pullup(input, -1));
-    } else if (length > 0) {
-      body_copy_ = Tensor(DType::kUInt8, {static_cast<int64_t>(length)});
-      evbuffer_copyout(input, body_copy_.mutable_data(), length);
-      bytes = body_copy_.data_as<char>();
-    }
-    body_ = absl::string_view(bytes, length);
+    const absl::string_view body = req_.body.view();
     std::optional<int64_t> header_length;
     absl::Status header_status;
-    if (std::optional<std::string> h = Header(req_, "Inference-Header-Content-Length")) {
+    if (std::optional<std::string> h = req_.Header("Inference-Header-Content-Length")) {
       int64_t l = 0;
       if (!absl::SimpleAtoi(*h, &l)) {
         header_status =
@@ -268,35 +622,32 @@ class HttpServer::InferCall {
       }
       header_length = l;
     }
-    if (std::optional<std::string> e = Header(req_, "Content-Encoding");
+    if (std::optional<std::string> e = req_.Header("Content-Encoding");
         e.has_value() && *e != "identity") {
-      Send(req_, 415,
-           ErrorJson(absl::StrCat("Content-Encoding '", *e, "' is not supported; send identity")));
+      reply_(JsonResponse(415, ErrorJson(absl::StrCat("Content-Encoding '", *e,
+                                                      "' is not supported; send identity"))));
       delete this;
       return;
     }
-    call_ = std::make_unique<Call>(
-        server_->pipeline_, CallMethod::kRest, Header(req_, "Authorization"),
-        absl::InfiniteFuture(), [this](const grpc::Status& s) {
-          status_ = FromGrpcStatus(s);
-          // Back to the loop thread, which alone may touch evhttp.
-          event_base_once(
-              base_, -1, EV_TIMEOUT,
-              [](evutil_socket_t, short, void* self) { static_cast<InferCall*>(self)->Reply(); },
-              this, nullptr);
-        });
+    call_ =
+        std::make_unique<Call>(server_->pipeline, CallMethod::kRest, req_.Header("Authorization"),
+                               absl::InfiniteFuture(), [this](const grpc::Status& s) {
+                                 status_ = FromGrpcStatus(s);
+                                 // Always through the loop's queue: this may run
+                                 // inside RunUnary, which still uses the call.
+                                 net::post(loop_, [this] { Answer(); });
+                               });
     call_->RunUnary(
-        model, static_cast<int64_t>(length),
+        model, static_cast<int64_t>(body.size()),
         [&]() -> absl::StatusOr<std::unique_ptr<PreparedCall>> {
           // The path's model first: an unknown one is 404 whatever the body.
-          RETURN_IF_ERROR(FindModel(server_->pipeline_->registry(), model, version).status());
+          RETURN_IF_ERROR(FindModel(server_->pipeline->registry(), model, version).status());
           RETURN_IF_ERROR(header_status);
-          ASSIGN_OR_RETURN(parsed_, JsonInferRequest::Parse(body_, header_length, model, version,
-                                                            server_->pipeline_->limits()));
-          ASSIGN_OR_RETURN(
-              std::unique_ptr<PreparedInfer> prepared,
-              PreparedInfer::Make(server_->pipeline_->registry(), parsed_->request(),
-                                  server_->pipeline_->limits(), server_->shm_, Owner()));
+          ASSIGN_OR_RETURN(parsed_, JsonInferRequest::Parse(body, header_length, model, version,
+                                                            server_->pipeline->limits()));
+          ASSIGN_OR_RETURN(std::unique_ptr<PreparedInfer> prepared,
+                           PreparedInfer::Make(server_->pipeline->registry(), parsed_->request(),
+                                               server_->pipeline->limits(), server_->shm, Owner()));
           return std::make_unique<Prepared>(this, std::move(prepared));
         },
         [this] {
@@ -307,7 +658,8 @@ class HttpServer::InferCall {
   }
 
  private:
-  // Runs the kernel into the response and encodes it, on the pool thread.
+  // Runs the kernel into the response and encodes it, on the thread that
+  // runs the call.
   class Prepared final : public PreparedCall {
    public:
     Prepared(InferCall* call, std::unique_ptr<PreparedInfer> p)
@@ -327,36 +679,32 @@ class HttpServer::InferCall {
   // Shared-memory regions belong to the caller's Authorization value when
   // tokens are on (as on gRPC, so both doors see the same regions).
   std::string Owner() const {
-    if (!server_->tokens_required_) return "";
-    return Header(req_, "Authorization").value_or("");
+    if (!server_->options.tokens_required) return "";
+    return req_.Header("Authorization").value_or("");
   }
 
-  void Reply() {
+  void Answer() {
     if (!status_.ok()) {
-      SendError(req_, status_);
+      reply_(ErrorResponse(status_));
     } else {
-      evkeyvalq* headers = evhttp_request_get_output_headers(req_);
-      evbuffer* buf = evbuffer_new();
+      HttpResponse r;
       if (binary_.empty()) {
-        evhttp_add_header(headers, "Content-Type", "application/json");
+        r.headers.emplace_back("Content-Type", "application/json");
       } else {
-        evhttp_add_header(headers, "Content-Type", "application/octet-stream");
-        evhttp_add_header(headers, "Inference-Header-Content-Length",
-                          absl::StrCat(json_.size()).c_str());
+        r.headers.emplace_back("Content-Type", "application/octet-stream");
+        r.headers.emplace_back("Inference-Header-Content-Length", absl::StrCat(json_.size()));
       }
-      AddOwned(buf, std::move(json_));
-      for (Tensor& b : binary_) AddOwned(buf, std::move(b));
-      evhttp_send_reply(req_, 200, nullptr, buf);
-      evbuffer_free(buf);
+      r.body.json = std::move(json_);
+      r.body.binary = std::move(binary_);
+      reply_(std::move(r));
     }
     delete this;  // ~Call gives the admission ticket back
   }
 
-  HttpServer* const server_;
-  evhttp_request* const req_;
-  event_base* const base_;  // the loop of the request's connection
-  absl::string_view body_;
-  Tensor body_copy_;  // the body, when it came in several chains
+  HttpServerImpl* const server_;
+  HttpRequest req_;
+  net::any_io_executor loop_;  // the connection's loop
+  Reply reply_;
   std::unique_ptr<JsonInferRequest> parsed_;
   JsonInferResponse response_;
   std::string json_;
@@ -365,78 +713,61 @@ class HttpServer::InferCall {
   std::unique_ptr<Call> call_;
 };
 
-HttpServer::HttpServer(CallPipeline* pipeline, ShmRegistry* shm) : pipeline_(pipeline), shm_(shm) {}
+void HttpServerImpl::Infer(HttpRequest req, net::any_io_executor loop, Reply reply,
+                           const std::string& model, const std::string& version) {
+  (new InferCall(this, std::move(req), std::move(loop), std::move(reply)))->Start(model, version);
+}
+
+HttpServer::HttpServer(std::unique_ptr<HttpServerImpl> impl) : impl_(std::move(impl)) {}
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(CallPipeline* pipeline,
                                                               ShmRegistry* shm,
                                                               const Options& options) {
-  static std::once_flag process_once;
-  std::call_once(process_once, [] {
-    evthread_use_pthreads();
-    // libevent (writev) and OpenSSL's socket BIO (write) do not pass
-    // MSG_NOSIGNAL: a write to a connection the client has reset can raise
-    // SIGPIPE, whose default ends the process. A handler the process set is
-    // kept.
-    struct sigaction old {};
-    if (sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) {
-      signal(SIGPIPE, SIG_IGN);
-    }
-  });
-  std::unique_ptr<HttpServer> s(new HttpServer(pipeline, shm));
-  s->tokens_required_ = options.tokens_required;
-  s->tls_ = options.tls;
+  auto impl = std::make_unique<HttpServerImpl>(pipeline, shm, options);
+  if (options.tls != nullptr) {
+    // Asio's context takes a reference of its own on the SSL_CTX.
+    SSL_CTX_up_ref(options.tls.get());
+    impl->tls = std::make_unique<net::ssl::context>(options.tls.get());
+  }
   int loops = options.loops;
   if (loops <= 0) {
     loops = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, kMaxDefaultLoops);
   }
-  evutil_socket_t listen_fd = -1;
-  for (int i = 0; i < loops; ++i) {
-    Loop& loop = s->loops_.emplace_back();
-    loop.base = event_base_new();
-    if (loop.base == nullptr) return absl::InternalError("event_base_new failed");
-    loop.http = evhttp_new(loop.base);
-    if (loop.http == nullptr) return absl::InternalError("evhttp_new failed");
-    evhttp_set_max_body_size(loop.http, options.max_body_bytes);
-    evhttp_set_max_headers_size(loop.http, 64 << 10);
-    evhttp_set_allowed_methods(loop.http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
-                                              EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
-                                              EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
-    evhttp_set_gencb(loop.http, &HttpServer::OnRequest, s.get());
-    evhttp_set_bevcb(loop.http, &HttpServer::NewConnection, s.get());
-    if (i == 0) {
-      evhttp_bound_socket* bound = evhttp_bind_socket_with_handle(
-          loop.http, options.host.c_str(), static_cast<ev_uint16_t>(options.port));
-      if (bound == nullptr) {
-        return absl::UnavailableError(
-            absl::StrCat("cannot listen for HTTP on ", options.host, ":", options.port));
-      }
-      listen_fd = evhttp_bound_socket_get_fd(bound);
-      continue;
+  for (int i = 0; i < loops; ++i) impl->loops.push_back(std::make_unique<HttpServerImpl::Loop>());
+  net::io_context& io0 = impl->loops[0]->io;
+  beast::error_code ec;
+  const net::ip::address address = net::ip::make_address(options.host, ec);
+  tcp::endpoint endpoint;
+  if (!ec) {
+    endpoint = tcp::endpoint(address, static_cast<uint16_t>(options.port));
+  } else {
+    // A host name (localhost): its first address.
+    tcp::resolver resolver(io0);
+    auto found = resolver.resolve(options.host, std::to_string(options.port), ec);
+    if (ec || found.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--http_host '", options.host, "' does not resolve: ", ec.message()));
     }
-    // The other loops accept on a duplicate of the same socket (each
-    // listener closes its own descriptor); the kernel hands each connection
-    // to one of them.
-    const evutil_socket_t fd = dup(listen_fd);
-    if (fd < 0 || evhttp_accept_socket_with_handle(loop.http, fd) == nullptr) {
-      if (fd >= 0) close(fd);
-      return absl::InternalError("cannot share the HTTP socket with another event loop");
-    }
+    endpoint = found.begin()->endpoint();
   }
-  // No Nagle: a reply's last partial segment must not wait for the client's
-  // delayed ACK (40 ms a call with binary replies of 64 KiB). Linux gives
-  // accepted sockets the listening socket's TCP_NODELAY.
-  const int one = 1;
-  setsockopt(listen_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  sockaddr_storage addr{};
-  socklen_t len = sizeof(addr);
-  if (getsockname(listen_fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    return absl::InternalError("getsockname failed on the HTTP socket");
+  impl->acceptor.emplace(io0);
+  impl->acceptor->open(endpoint.protocol(), ec);
+  if (!ec) impl->acceptor->set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) impl->acceptor->bind(endpoint, ec);
+  if (!ec) impl->acceptor->listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return absl::UnavailableError(absl::StrCat("cannot listen for HTTP on ", options.host, ":",
+                                               options.port, ": ", ec.message()));
   }
-  s->port_ = addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
-                                        : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-  for (Loop& loop : s->loops_) {
-    loop.thread =
-        std::thread([base = loop.base] { event_base_loop(base, EVLOOP_NO_EXIT_ON_EMPTY); });
+  const tcp::endpoint bound = impl->acceptor->local_endpoint(ec);
+  if (ec) return absl::InternalError(absl::StrCat("HTTP socket: ", ec.message()));
+  impl->accept_backoff.emplace(io0);
+  std::unique_ptr<HttpServer> s(new HttpServer(std::move(impl)));
+  s->port_ = bound.port();
+  s->impl_->Accept();
+  for (auto& loop : s->impl_->loops) {
+    loop->work.emplace(loop->io.get_executor());
+    loop->thread = std::thread([io = &loop->io] { io->run(); });
   }
   return s;
 }
@@ -444,134 +775,64 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(CallPipeline* pipe
 void HttpServer::Stop() {
   if (stopped_) return;
   stopped_ = true;
-  for (Loop& loop : loops_) {
-    if (loop.thread.joinable()) {
-      event_base_loopbreak(loop.base);
-      loop.thread.join();
-    }
+  for (auto& loop : impl_->loops) loop->io.stop();
+  for (auto& loop : impl_->loops) {
+    if (loop->thread.joinable()) loop->thread.join();
   }
-  for (Loop& loop : loops_) {
-    if (loop.http != nullptr) evhttp_free(loop.http);
-    loop.http = nullptr;
-  }
+  // No loop runs now: the acceptor and the connections (owned by the
+  // handlers still queued) go with the io_contexts.
+  impl_->accept_backoff.reset();
+  impl_->acceptor.reset();
 }
 
 HttpServer::~HttpServer() {
   Stop();
-  for (Loop& loop : loops_) {
-    if (loop.base != nullptr) event_base_free(loop.base);
-  }
+  // Connections first (their sockets belong to the loops' io_contexts).
+  for (auto& loop : impl_->loops) loop->work.reset();
+  impl_->loops.clear();
 }
 
-namespace {
-
-// libevent 2.1 reads at most 4 KiB and writes at most 16 KiB a callback by
-// default: a 64 KiB body took 16 trips through the loop (REST was 0.5x of
-// gRPC there). Bodies are up to --max_message_bytes; a 1 MiB step keeps one
-// connection from holding its loop long.
-constexpr size_t kMaxSingleIo = size_t{1} << 20;
-
-bufferevent* WithLargeIo(bufferevent* bev) {
-  if (bev != nullptr) {
-    bufferevent_set_max_single_read(bev, kMaxSingleIo);
-    bufferevent_set_max_single_write(bev, kMaxSingleIo);
-  }
-  return bev;
-}
-
-}  // namespace
-
-bufferevent* HttpServer::NewConnection(event_base* base, void* self) {
-  if (static_cast<HttpServer*>(self)->tls_ != nullptr) {
-    return WithLargeIo(NewTlsConnection(base, self));
-  }
-  return WithLargeIo(bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE));
-}
-
-// evhttp asks for each accepted connection's bufferevent; the socket is
-// attached after. The TLS handshake runs first, as the server, and evhttp
-// reads HTTP/1.1 from what it decrypts; a failed handshake is an error event
-// on which evhttp closes the connection. Freeing the bufferevent frees the
-// SSL and closes the socket.
-bufferevent* HttpServer::NewTlsConnection(event_base* base, void* self) {
-  SSL* ssl = SSL_new(static_cast<HttpServer*>(self)->tls_.get());
-  if (ssl == nullptr) {
-    // Only out of memory. evhttp then makes a plaintext bufferevent of its
-    // own, which Handle refuses to answer on.
-    Log(LogLevel::kError, "HTTPS: SSL_new failed");
-    return nullptr;
-  }
-  bufferevent* bev = bufferevent_openssl_socket_new(base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING,
-                                                    BEV_OPT_CLOSE_ON_FREE);
-  if (bev == nullptr) {
-    SSL_free(ssl);
-    Log(LogLevel::kError, "HTTPS: bufferevent_openssl_socket_new failed");
-    return nullptr;
-  }
-  // A client that closes the TCP connection without TLS's close_notify (most
-  // do after their last answer) is an end of stream, not an error.
-  bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
-  return bev;
-}
-
-void HttpServer::OnRequest(evhttp_request* req, void* self) {
-  static_cast<HttpServer*>(self)->Handle(req);
-}
-
-void HttpServer::Handle(evhttp_request* req) {
-  if (tls_ != nullptr && bufferevent_openssl_get_ssl(evhttp_connection_get_bufferevent(
-                             evhttp_request_get_connection(req))) == nullptr) {
-    // NewTlsConnection failed and evhttp fell back to plaintext: nothing but
-    // this refusal goes out in the clear.
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
-    return Send(req, 503, ErrorJson("this port speaks HTTPS only"));
-  }
-  const evhttp_cmd_type method = evhttp_request_get_command(req);
-  const char* raw_path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
-  const std::string path = raw_path == nullptr ? "" : raw_path;
+void HttpServerImpl::Route(HttpRequest req, net::any_io_executor loop, Reply reply) {
+  const http::verb method = req.header.method();
+  const beast::string_view target = req.header.target();
+  const std::string path(TargetPath(absl::string_view(target.data(), target.size())));
   // Segments percent-decoded after the split (Triton's clients quote model
   // and region names; an encoded '/' stays inside its segment).
   std::vector<std::string> parts = absl::StrSplit(path, '/', absl::SkipEmpty());
   for (std::string& part : parts) {
-    if (part.find('%') == std::string::npos) continue;
-    size_t size = 0;
-    char* decoded = evhttp_uridecode(part.c_str(), 0, &size);
-    if (decoded != nullptr) {
-      part.assign(decoded, size);
-      free(decoded);
-    }
+    if (part.find('%') != std::string::npos) part = PercentDecode(part);
   }
-  const bool get = method == EVHTTP_REQ_GET || method == EVHTTP_REQ_HEAD;
-  const bool post = method == EVHTTP_REQ_POST;
+  auto send = [&](int code, std::string json) { reply(JsonResponse(code, std::move(json))); };
+  auto send_error = [&](const absl::Status& status) { reply(ErrorResponse(status)); };
+  const bool get = method == http::verb::get || method == http::verb::head;
+  const bool post = method == http::verb::post;
   auto wrong_method = [&](const char* allowed) {
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", allowed);
-    Send(req, 405, ErrorJson(absl::StrCat(path, " takes ", allowed)));
+    HttpResponse r = JsonResponse(405, ErrorJson(absl::StrCat(path, " takes ", allowed)));
+    r.headers.emplace_back("Allow", allowed);
+    reply(std::move(r));
   };
-  auto not_found = [&] {
-    Send(req, 404, ErrorJson(absl::StrCat("no endpoint ", path.substr(0, 200))));
-  };
+  auto not_found = [&] { send(404, ErrorJson(absl::StrCat("no endpoint ", path.substr(0, 200)))); };
   if (parts.empty() || parts[0] != "v2") return not_found();
 
   // Open endpoints: health (as grpc.health.v1 and ServerLive/ServerReady).
   if (parts.size() == 3 && parts[1] == "health" && (parts[2] == "live" || parts[2] == "ready")) {
     if (!get) return wrong_method("GET");
-    if (parts[2] == "live") return Send(req, 200, R"({"live":true})");
-    return pipeline_->draining() ? Send(req, 503, R"({"ready":false})")
-                                 : Send(req, 200, R"({"ready":true})");
+    if (parts[2] == "live") return send(200, R"({"live":true})");
+    return pipeline->draining() ? send(503, R"({"ready":false})") : send(200, R"({"ready":true})");
   }
 
   // Everything else: the bearer token and the drain gate.
-  const std::optional<std::string> authorization = Header(req, "Authorization");
+  const std::optional<std::string> authorization = req.Header("Authorization");
   const std::string auth_value = authorization.value_or("");
   const absl::string_view auth_view = auth_value;
-  if (absl::Status gate = pipeline_->Gate(authorization.has_value() ? &auth_view : nullptr);
+  if (absl::Status gate = pipeline->Gate(authorization.has_value() ? &auth_view : nullptr);
       !gate.ok()) {
-    return SendError(req, gate);
+    return send_error(gate);
   }
 
   if (parts.size() == 1) {
     if (!get) return wrong_method("GET");
-    return Send(req, 200, Json([&](JsonOut& w) {
+    return send(200, Json([&](JsonOut& w) {
                   w.StartObject();
                   w.Key("name");
                   Str(w, "tensorops");
@@ -582,7 +843,7 @@ void HttpServer::Handle(evhttp_request* req) {
                   Str(w, "binary_tensor_data");
                   Str(w, "statistics");
                   Str(w, "model_repository");
-                  if (shm_->enabled()) Str(w, "system_shared_memory");
+                  if (shm->enabled()) Str(w, "system_shared_memory");
                   w.EndArray();
                   w.EndObject();
                 }));
@@ -590,9 +851,9 @@ void HttpServer::Handle(evhttp_request* req) {
   if (parts[1] == "repository") {
     if (parts.size() == 3 && parts[2] == "index") {
       if (!post) return wrong_method("POST");
-      return Send(req, 200, Json([&](JsonOut& w) {
+      return send(200, Json([&](JsonOut& w) {
                     w.StartArray();
-                    for (const auto& def : pipeline_->registry().ops()) {
+                    for (const auto& def : pipeline->registry().ops()) {
                       w.StartObject();
                       w.Key("name");
                       Str(w, def->spec.name);
@@ -609,10 +870,9 @@ void HttpServer::Handle(evhttp_request* req) {
     }
     if (parts.size() == 5 && parts[2] == "models" && (parts[4] == "load" || parts[4] == "unload")) {
       if (!post) return wrong_method("POST");
-      return Send(
-          req, 501,
-          ErrorJson(absl::StrCat("model '", parts[3], "': ops are built in and always loaded; ",
-                                 parts[4], " is not supported")));
+      return send(501, ErrorJson(absl::StrCat("model '", parts[3],
+                                              "': ops are built in and always loaded; ", parts[4],
+                                              " is not supported")));
     }
     return not_found();
   }
@@ -626,14 +886,14 @@ void HttpServer::Handle(evhttp_request* req) {
     }
     if (parts.size() != at2 + 1) return not_found();
     const std::string& verb = parts[at2];
-    const std::string owner = tokens_required_ ? authorization.value_or("") : "";
+    const std::string owner = options.tokens_required ? authorization.value_or("") : "";
     if (verb == "status") {
       if (!get) return wrong_method("GET");
-      if (!shm_->enabled()) return Send(req, 200, "[]");
+      if (!shm->enabled()) return send(200, "[]");
       absl::StatusOr<std::vector<std::shared_ptr<const ShmRegion>>> regions =
-          shm_->List(owner, region);
-      if (!regions.ok()) return SendError(req, regions.status());
-      return Send(req, 200, Json([&](JsonOut& w) {
+          shm->List(owner, region);
+      if (!regions.ok()) return send_error(regions.status());
+      return send(200, Json([&](JsonOut& w) {
                     w.StartArray();
                     for (const auto& r : *regions) {
                       w.StartObject();
@@ -652,28 +912,28 @@ void HttpServer::Handle(evhttp_request* req) {
     }
     if (verb != "register" && verb != "unregister") return not_found();
     if (!post) return wrong_method("POST");
-    if (!shm_->enabled()) {
-      return Send(req, 501,
+    if (!shm->enabled()) {
+      return send(501,
                   ErrorJson("system shared memory is off on this server (--shared_memory=system)"));
     }
     absl::Status s;
     if (verb == "unregister") {
-      s = shm_->Unregister(owner, region);
+      s = shm->Unregister(owner, region);
     } else {
       if (region.empty()) return not_found();
-      absl::StatusOr<ShmRegisterBody> b = ParseRegisterBody(Body(req));
-      s = b.ok() ? shm_->Register(owner, region, b->key, b->offset, b->byte_size) : b.status();
+      absl::StatusOr<ShmRegisterBody> b = ParseRegisterBody(req.body.view());
+      s = b.ok() ? shm->Register(owner, region, b->key, b->offset, b->byte_size) : b.status();
     }
-    pipeline_->metrics()->SetSharedMemoryRegions(shm_->size());
-    if (!s.ok()) return SendError(req, s);
-    return Send(req, 200, "{}");
+    pipeline->metrics()->SetSharedMemoryRegions(shm->size());
+    if (!s.ok()) return send_error(s);
+    return send(200, "{}");
   }
   if (parts[1] != "models" || parts.size() < 3) return not_found();
   if (parts.size() == 3 && parts[2] == "stats") {
     if (!get) return wrong_method("GET");
     std::vector<const OpDef*> defs;
-    for (const auto& d : pipeline_->registry().ops()) defs.push_back(d.get());
-    return Send(req, 200, StatsJson(*pipeline_->metrics(), defs));
+    for (const auto& d : pipeline->registry().ops()) defs.push_back(d.get());
+    return send(200, StatsJson(*pipeline->metrics(), defs));
   }
   // /v2/models/{m}[/versions/{v}][/ready|/infer]
   const std::string& model = parts[2];
@@ -687,15 +947,15 @@ void HttpServer::Handle(evhttp_request* req) {
   const std::string action = parts.size() == at + 1 ? parts[at] : "";
   if (action == "infer") {
     if (!post) return wrong_method("POST");
-    return Infer(req, model, version);
+    return Infer(std::move(req), std::move(loop), std::move(reply), model, version);
   }
   if (action != "" && action != "ready" && action != "stats") return not_found();
   if (!get) return wrong_method("GET");
-  absl::StatusOr<const OpDef*> def = FindModel(pipeline_->registry(), model, version);
-  if (!def.ok()) return SendError(req, def.status());
-  if (action == "stats") return Send(req, 200, StatsJson(*pipeline_->metrics(), {*def}));
+  absl::StatusOr<const OpDef*> def = FindModel(pipeline->registry(), model, version);
+  if (!def.ok()) return send_error(def.status());
+  if (action == "stats") return send(200, StatsJson(*pipeline->metrics(), {*def}));
   if (action == "ready") {
-    return Send(req, 200, Json([&](JsonOut& w) {
+    return send(200, Json([&](JsonOut& w) {
                   w.StartObject();
                   w.Key("name");
                   Str(w, (*def)->spec.name);
@@ -704,11 +964,7 @@ void HttpServer::Handle(evhttp_request* req) {
                   w.EndObject();
                 }));
   }
-  return Send(req, 200, ModelMetadataJson(**def));
-}
-
-void HttpServer::Infer(evhttp_request* req, const std::string& model, const std::string& version) {
-  (new InferCall(this, req))->Start(model, version);
+  return send(200, ModelMetadataJson(**def));
 }
 
 }  // namespace tensorops

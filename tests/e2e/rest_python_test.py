@@ -404,6 +404,63 @@ class RestClientTest(unittest.TestCase):
             self.check(arrays[0], np.roll(a, 3), "chunked")
         conn.close()
 
+    def test_large_bodies_whole_and_chunked(self):
+        # A body of many socket reads (just under this server's 1 MiB limit):
+        # with Content-Length it is read straight into one buffer, chunked
+        # it goes through the HTTP parser; both on one connection, in turn.
+        a = np.random.default_rng(5).integers(0, 256, 1000000, dtype=np.uint8)
+        body, headers = infer_body([("data", a), ("shift", np.array([12345], np.int64)),
+                                    ("axes", np.array([0], np.int64))], binary_in=("data",),
+                                   binary_out=True)
+        self.assertLess(len(body), 1 << 20)
+        conn = self.server.conn()
+        for chunked in (False, True, False):
+            if chunked:
+                pieces = [body[i:i + 100003] for i in range(0, len(body), 100003)]
+                conn.request("POST", "/v2/models/Roll/infer", body=iter(pieces),
+                             headers=headers, encode_chunked=True)
+            else:
+                conn.request("POST", "/v2/models/Roll/infer", body=body, headers=headers)
+            r = conn.getresponse()
+            answer = r.read()
+            self.assertEqual(r.status, 200, answer[:200])
+            _, arrays = decode_answer(r.status, dict((k.lower(), v) for k, v in r.getheaders()),
+                                      answer)
+            self.check(arrays[0], np.roll(a, 12345), f"chunked={chunked}")
+        conn.close()
+
+    def test_transport_errors_are_json(self):
+        # What the HTTP parser refuses gets the same {"error"} body as the
+        # protocol's own errors, then the connection closes.
+        rows = [
+            (b"GARBAGE\r\n\r\n", 400, "malformed HTTP request"),
+            (b"GET /v2 HTTP/1.1\r\nHost: x\r\nX: " + b"a" * 70000 + b"\r\n\r\n", 431,
+             "header"),
+            (b"POST /v2/models/Roll/infer HTTP/1.1\r\nHost: x\r\n"
+             b"Content-Length: 99999999999\r\n\r\n", 413, "--max_message_bytes"),
+            # A chunk declared past the limit: refused before its bytes come.
+            (b"POST /v2/models/Roll/infer HTTP/1.1\r\nHost: x\r\n"
+             b"Transfer-Encoding: chunked\r\n\r\n200000\r\n", 413, "--max_message_bytes"),
+            (b"POST /v2/models/Roll/infer HTTP/1.1\r\nHost: x\r\n"
+             b"Transfer-Encoding: chunked\r\n\r\nzz\r\n", 400, "malformed HTTP request"),
+        ]
+        for raw, want, text in rows:
+            with self.subTest(raw[:40]):
+                with socket.create_connection(("127.0.0.1", self.server.http_port),
+                                              timeout=10) as s:
+                    s.sendall(raw)
+                    data = b""
+                    while True:
+                        chunk = s.recv(65536)
+                        if not chunk:
+                            break
+                        data += chunk
+                head, _, body = data.partition(b"\r\n\r\n")
+                self.assertTrue(head.startswith(b"HTTP/1.1 %d " % want), data[:200])
+                self.assertIn(b"\r\nContent-Type: application/json", head)
+                self.assertIn(text, json.loads(body)["error"])
+        self.assertEqual(call(self.server.conn(), "GET", "/v2/health/live")[0], 200)
+
     def test_statistics(self):
         a = np.arange(4, dtype=np.int32)
         body, headers = infer_body([("data", a), ("shift", np.array([1], np.int64)),
