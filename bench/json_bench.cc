@@ -106,14 +106,14 @@ void BM_EncodeFp32Json(benchmark::State& state) {
     response.SetModel("Roll", "1", "");
     char* out = response.AddOutput("output", "FP32", shape, n * 4);
     std::memcpy(out, v.data(), static_cast<size_t>(n) * 4);
-    std::string json;
+    JsonText json;
     std::vector<Tensor> binary;
     if (!response.Encode(**request, &json, &binary).ok()) {
       state.SkipWithError("Encode failed");
       break;
     }
     bytes = static_cast<int64_t>(json.size());
-    benchmark::DoNotOptimize(json.data());
+    benchmark::DoNotOptimize(json.view().data());
   }
   state.SetBytesProcessed(state.iterations() * bytes);
   state.counters["json_bytes"] = static_cast<double>(bytes);

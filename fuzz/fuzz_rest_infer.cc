@@ -57,14 +57,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   tensorops::JsonInferResponse response;
   if (!(*prepared)->Run(&response).ok()) Fail("Run failed without shared memory");
-  std::string json;
+  tensorops::JsonText text;
   std::vector<tensorops::Tensor> binary;
-  if (absl::Status s = response.Encode(**parsed, &json, &binary); !s.ok()) {
+  if (absl::Status s = response.Encode(**parsed, &text, &binary); !s.ok()) {
     // Only BYTES that are not UTF-8 cannot be JSON.
     if (s.code() != absl::StatusCode::kInvalidArgument) Fail("Encode failed otherwise");
     CheckError(s);
     return 0;
   }
+  const absl::string_view json = text.view();
   rapidjson::Document doc;
   doc.Parse<rapidjson::kParseNanAndInfFlag | rapidjson::kParseFullPrecisionFlag>(json.data(),
                                                                                  json.size());

@@ -69,9 +69,9 @@ ABSL_FLAG(int, http_port, 8000,
           "disables it. Its body limit is --max_message_bytes. With --tls_cert it serves "
           "HTTPS only (and with --tls_client_ca mutual TLS), as the gRPC port.");
 ABSL_FLAG(int, http_threads, tensorops::ServerOptions().http_threads,
-          "Event-loop threads of the HTTP/REST port, each serving the connections it "
-          "accepted (reading bodies, parsing JSON, small kernels inline); 0: one per core, "
-          "at most 4.");
+          "Event-loop threads of the HTTP/REST port; connections are handed to them in "
+          "turn and each serves its own (reading bodies, parsing JSON, small kernels "
+          "inline); 0: one per core, at most 4.");
 ABSL_FLAG(absl::Duration, drain_timeout, tensorops::ServerOptions().drain_timeout,
           "On SIGTERM/SIGINT: how long admitted requests may take to finish before queued "
           "ones are dropped with UNAVAILABLE.");

@@ -115,15 +115,17 @@ struct RequestBody {
   };
 };
 
-// An answer's body: the JSON text, then each binary output, written in one
-// gather write straight from where they are (no copy into a send buffer).
+// An answer's body: small JSON (`json`, the endpoints but infer), or an
+// infer's JSON text then each binary output, written in one gather write
+// straight from where they are (no copy into a send buffer).
 struct ResponseBody {
   struct value_type {
     std::string json;
+    JsonText infer_json;
     std::vector<Tensor> binary;
   };
   static std::uint64_t size(const value_type& v) {
-    uint64_t n = v.json.size();
+    uint64_t n = v.json.size() + static_cast<uint64_t>(v.infer_json.size());
     for (const Tensor& t : v.binary) n += static_cast<uint64_t>(t.num_bytes());
     return n;
   }
@@ -139,8 +141,10 @@ struct ResponseBody {
       if (done_) return boost::none;
       done_ = true;
       const_buffers_type buffers;
-      buffers.reserve(1 + body_.binary.size());
+      buffers.reserve(2 + body_.binary.size());
       if (!body_.json.empty()) buffers.emplace_back(body_.json.data(), body_.json.size());
+      const absl::string_view infer_json = body_.infer_json.view();
+      if (!infer_json.empty()) buffers.emplace_back(infer_json.data(), infer_json.size());
       for (const Tensor& t : body_.binary) {
         if (t.num_bytes() > 0) buffers.emplace_back(t.data(), static_cast<size_t>(t.num_bytes()));
       }
@@ -694,7 +698,7 @@ class InferCall {
         r.headers.emplace_back("Content-Type", "application/octet-stream");
         r.headers.emplace_back("Inference-Header-Content-Length", absl::StrCat(json_.size()));
       }
-      r.body.json = std::move(json_);
+      r.body.infer_json = std::move(json_);
       r.body.binary = std::move(binary_);
       reply_(std::move(r));
     }
@@ -707,7 +711,7 @@ class InferCall {
   Reply reply_;
   std::unique_ptr<JsonInferRequest> parsed_;
   JsonInferResponse response_;
-  std::string json_;
+  JsonText json_;
   std::vector<Tensor> binary_;
   absl::Status status_;
   std::unique_ptr<Call> call_;

@@ -957,16 +957,17 @@ char* JsonInferResponse::AddOutput(absl::string_view name, absl::string_view dat
   return static_cast<char*>(outputs_.back().data.mutable_data());
 }
 
-absl::Status JsonInferResponse::Encode(const JsonInferRequest& request, std::string* json,
+absl::Status JsonInferResponse::Encode(const JsonInferRequest& request, JsonText* json,
                                        std::vector<Tensor>* binary) {
   rapidjson::StringBuffer buffer;
   JsonWriter w(buffer);
-  // Numeric data arrays: written apart, then put in place of a one-byte
-  // placeholder at `at` of the writer's text.
+  // Numeric data arrays: written straight into the answer's buffer in place
+  // of a one-byte placeholder at `at` of the writer's text.
   struct Splice {
     size_t at;
-    Tensor text;  // big ones reuse BufferCache pages
-    int64_t size;
+    DType dtype;
+    const char* data;
+    int64_t n;
   };
   std::vector<Splice> splices;
   w.StartObject();
@@ -1004,11 +1005,7 @@ absl::Status JsonInferResponse::Encode(const JsonInferRequest& request, std::str
       // Numbers: a placeholder value now, the array spliced in below.
       w.Key("data");
       w.RawValue("0", 1, rapidjson::kNumberType);
-      const int64_t n = Count(out.shape);
-      Splice splice{buffer.GetSize() - 1, Tensor(DType::kUInt8, {2 + n * kMaxNumberText}), 0};
-      splice.size = WriteNumbers(dtype, out.data.data_as<char>(), n,
-                                 static_cast<char*>(splice.text.mutable_data()));
-      splices.push_back(std::move(splice));
+      splices.push_back({buffer.GetSize() - 1, dtype, out.data.data_as<char>(), Count(out.shape)});
     } else {
       w.Key("data");
       if (!WriteStrings(w, out.data.data_as<char>(), Count(out.shape))) {
@@ -1022,17 +1019,21 @@ absl::Status JsonInferResponse::Encode(const JsonInferRequest& request, std::str
   w.EndArray();
   w.EndObject();
   const absl::string_view text(buffer.GetString(), buffer.GetSize());
-  size_t total = text.size();
-  for (const Splice& sp : splices) total += static_cast<size_t>(sp.size) - 1;
-  json->clear();
-  json->reserve(total);
+  int64_t bound = static_cast<int64_t>(text.size());
+  for (const Splice& sp : splices) bound += 2 + sp.n * kMaxNumberText;
+  json->buffer_ = Tensor(DType::kUInt8, {bound});
+  char* const start = json->buffer_.mutable_data_as<char>();
+  char* e = start;
   size_t from = 0;
   for (const Splice& sp : splices) {
-    json->append(text.data() + from, sp.at - from);
-    json->append(sp.text.data_as<char>(), static_cast<size_t>(sp.size));
+    std::memcpy(e, text.data() + from, sp.at - from);
+    e += sp.at - from;
+    e += WriteNumbers(sp.dtype, sp.data, sp.n, e);
     from = sp.at + 1;
   }
-  json->append(text.data() + from, text.size() - from);
+  std::memcpy(e, text.data() + from, text.size() - from);
+  e += text.size() - from;
+  json->size_ = e - start;
   return absl::OkStatus();
 }
 

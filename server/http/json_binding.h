@@ -59,6 +59,23 @@ class JsonInferRequest {
   InferRequest request_;
 };
 
+// An answer's JSON text, in one buffer that big answers reuse from
+// BufferCache::Global(): a 16 MiB FP32 output is 45-60 MB of text, and fresh
+// pages for it (a page fault per 4 KiB) cost about as much as writing it.
+class JsonText {
+ public:
+  absl::string_view view() const {
+    return size_ == 0 ? absl::string_view()
+                      : absl::string_view(buffer_.data_as<char>(), static_cast<size_t>(size_));
+  }
+  int64_t size() const { return size_; }
+
+ private:
+  friend class JsonInferResponse;  // writes it
+  Tensor buffer_;                  // UINT8, at least size_ bytes
+  int64_t size_ = 0;
+};
+
 // Collects the core's outputs, then encodes the answer.
 class JsonInferResponse final : public InferResponseWriter {
  public:
@@ -72,8 +89,7 @@ class JsonInferResponse final : public InferResponseWriter {
   // BufferCache::Global() (no fresh pages per call).
   // INVALID_ARGUMENT naming an output that cannot be JSON (BYTES that are
   // not UTF-8).
-  absl::Status Encode(const JsonInferRequest& request, std::string* json,
-                      std::vector<Tensor>* binary);
+  absl::Status Encode(const JsonInferRequest& request, JsonText* json, std::vector<Tensor>* binary);
 
  private:
   struct Output {

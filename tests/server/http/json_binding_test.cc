@@ -182,10 +182,11 @@ TEST(JsonBindingTest, EncodedNumbersReadBackExactly) {
   const int64_t ints[3] = {std::numeric_limits<int64_t>::min(), -1,
                            std::numeric_limits<int64_t>::max()};
   std::memcpy(response.AddOutput("ints", "INT64", ishape, 24), ints, 24);
-  std::string json;
+  JsonText text;
   std::vector<Tensor> binary;
-  ASSERT_TRUE(response.Encode(**request, &json, &binary).ok());
+  ASSERT_TRUE(response.Encode(**request, &text, &binary).ok());
   EXPECT_TRUE(binary.empty());
+  const std::string json(text.view());
   EXPECT_THAT(
       json,
       HasSubstr(
