@@ -6,13 +6,13 @@
 #include <limits>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/dtype.h"
 #include "kernels/float_formats.h"
 #include "kernels/shape.h"
 #include "kernels/status_macros.h"
 #include "rapidjson/document.h"
-#include "rapidjson/encodedstream.h"
 #include "rapidjson/error/en.h"
 #include "rapidjson/memorystream.h"
 #include "rapidjson/reader.h"
@@ -327,9 +327,12 @@ absl::StatusOr<std::string> ConvertData(const CapturedData& data, const std::str
 // parameters, shapes, outputs) is checked on the Document afterwards.
 class RequestHandler {
  public:
+  // `stream` is the one the reader parses: StartArray of captured data reads
+  // plain numbers from it directly (FastNumbers).
   RequestHandler(rapidjson::Document* doc, const RequestLimits& limits,
-                 std::vector<CapturedData>* captured, std::string* arena)
-      : doc_(doc), limits_(limits), captured_(captured), arena_(arena) {}
+                 std::vector<CapturedData>* captured, std::string* arena,
+                 rapidjson::MemoryStream* stream)
+      : doc_(doc), limits_(limits), captured_(captured), arena_(arena), stream_(stream) {}
 
   bool Null() {
     return Scalar(JsonElem{}, [&] { return doc_->Null(); });
@@ -430,11 +433,13 @@ class RequestHandler {
     if (skip_depth_ > 0) return true;
     if (capture_depth_ > 0) {
       ++capture_depth_;  // nested data: flattened in row-major order
+      FastNumbers();
       return true;
     }
     if (pending_data_) {
       Begin();
       capture_depth_ = 1;
+      FastNumbers();
       return true;
     }
     if (shape_open_) shape_ok_ = false;
@@ -558,6 +563,101 @@ class RequestHandler {
 
   void End() { c_ = nullptr; }
 
+  // At a captured array's '[': takes the run of plain numbers that
+  // follows straight from the stream, each converted as RapidJSON would (the
+  // same events, so the same elements and errors) but without its
+  // character-at-a-time tokenizer and its full-precision strtod (std::from_chars
+  // is libstdc++'s fast_float): the data of a big tensor is nearly all of a
+  // JSON body. Stops, leaving the stream where RapidJSON takes over, at the
+  // first element that is not a plain number (a nested array, a string,
+  // NaN/Infinity, anything malformed, a number past a double's range) and
+  // before a number that a ']' or a ',' and another value do not follow (so
+  // "[1 2]" and "[1,]" still fail as RapidJSON fails them).
+  void FastNumbers() {
+    if (c_ == nullptr || c_->duplicate || stream_ == nullptr) return;
+    // RapidJSON's iterative parser calls StartArray before it takes the '['.
+    if (stream_->src_ >= stream_->end_ || *stream_->src_ != '[') return;
+    const char* const end = stream_->end_;
+    auto skip_ws = [end](const char* p) {
+      while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) ++p;
+      return p;
+    };
+    auto digit = [](char c) { return c >= '0' && c <= '9'; };
+    const char* pos = stream_->src_ + 1;  // where RapidJSON resumes
+    while (true) {
+      const char* q = skip_ws(pos);
+      const char* const start = q;
+      // -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+      const bool minus = q < end && *q == '-';
+      if (minus) ++q;
+      if (q >= end || !digit(*q)) break;
+      const char* const int_start = q;
+      if (*q == '0') {
+        ++q;
+      } else {
+        while (q < end && digit(*q)) ++q;
+      }
+      const char* const int_end = q;
+      bool real = false;
+      if (q < end && *q == '.') {
+        ++q;
+        if (q >= end || !digit(*q)) break;
+        while (q < end && digit(*q)) ++q;
+        real = true;
+      }
+      if (q < end && (*q == 'e' || *q == 'E')) {
+        ++q;
+        if (q < end && (*q == '+' || *q == '-')) ++q;
+        if (q >= end || !digit(*q)) break;
+        while (q < end && digit(*q)) ++q;
+        real = true;
+      }
+      // What follows: ']' ends the run; ',' and another value continue it.
+      const char* const after = skip_ws(q);
+      if (after >= end || (*after != ']' && *after != ',')) break;
+      if (*after == ',') {
+        const char* const next = skip_ws(after + 1);
+        if (next >= end || *next == ']') break;  // "[1,]": RapidJSON's error
+      }
+      JsonElem e;
+      bool integer = false;
+      if (!real) {
+        // RapidJSON's integers: Uint/Int/Uint64/Int64 when they fit.
+        uint64_t u = 0;
+        const auto [at, ec] = std::from_chars(int_start, int_end, u);
+        if (ec == std::errc() && at == int_end) {
+          if (!minus && u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+            e.kind = JsonElem::Kind::kInt;
+            e.i = static_cast<int64_t>(u);
+            integer = true;
+          } else if (!minus) {
+            e.kind = JsonElem::Kind::kUint;
+            e.u = u;
+            integer = true;
+          } else if (u <= uint64_t{1} << 63) {
+            e.kind = JsonElem::Kind::kInt;
+            e.i = static_cast<int64_t>(~u + 1);
+            integer = true;
+          }
+        }
+      }
+      if (!integer) {
+        double d = 0;
+        const auto [at, ec] = std::from_chars(start, q, d);
+        if (ec != std::errc() || at != q) break;  // past a double: RapidJSON's error or 0
+        e.kind = JsonElem::Kind::kDouble;
+        e.d = d;
+      }
+      Add(e);
+      if (*after == ']') {
+        pos = after;
+        break;
+      }
+      pos = after + 1;
+    }
+    stream_->src_ = pos - 1;  // RapidJSON's Take() of "the '['" lands on pos
+  }
+
   rapidjson::Document* const doc_;
   const RequestLimits& limits_;
   std::vector<CapturedData>* const captured_;
@@ -579,6 +679,7 @@ class RequestHandler {
   int capture_depth_ = 0;      // open arrays of captured data
   int skip_depth_ = 0;         // open objects inside captured data
   CapturedData* c_ = nullptr;
+  rapidjson::MemoryStream* const stream_;
 };
 
 // A float's shortest round-trip text at [p, end) (24 bytes are enough); NaN and
@@ -720,10 +821,12 @@ absl::StatusOr<std::unique_ptr<JsonInferRequest>> JsonInferRequest::Parse(
   // SAX into the Document, with inputs' data diverted (RequestHandler).
   rapidjson::Reader reader;
   auto generate = [&](rapidjson::Document& d) {
-    RequestHandler handler(&d, limits, &impl.captured, &impl.arena);
+    // The bytes themselves (no EncodedInputStream: FastNumbers moves the
+    // stream's position), a UTF-8 byte order mark skipped as it skipped one.
     rapidjson::MemoryStream ms(json.data(), json.size());
-    rapidjson::EncodedInputStream<rapidjson::UTF8<>, rapidjson::MemoryStream> is(ms);
-    return !reader.Parse<kParseFlags>(is, handler).IsError();
+    if (absl::StartsWith(json, "\xEF\xBB\xBF")) ms.src_ += 3;
+    RequestHandler handler(&d, limits, &impl.captured, &impl.arena, &ms);
+    return !reader.Parse<kParseFlags>(ms, handler).IsError();
   };
   doc.Populate(generate);
   if (reader.HasParseError()) {

@@ -7,6 +7,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -70,6 +72,93 @@ TEST(JsonBindingTest, IntegersExactOver64Bits) {
   auto u = Parse(Body(R"("datatype": "UINT64", "shape": [2], "data": [18446744073709551615, 1])"));
   ASSERT_TRUE(u.ok()) << u.status();
   EXPECT_EQ(Raw<uint64_t>(**u, 0), (std::vector<uint64_t>{~uint64_t{0}, 1}));
+}
+
+// Plain numbers in captured data are read past RapidJSON's tokenizer
+// (FastNumbers); what JSON's grammar refuses must still be refused there, and
+// every value must be the one RapidJSON gives.
+TEST(JsonBindingTest, NumberRunsKeepJsonGrammarAndValues) {
+  struct Case {
+    const char* datatype;
+    const char* data;
+    bool ok;
+    const char* error;  // a part of the error when !ok
+  };
+  const Case cases[] = {
+      {"INT32", "[1 2]", false, "malformed JSON"},
+      {"INT32", "[1,]", false, "malformed JSON"},
+      {"INT32", "[1,,2]", false, "malformed JSON"},
+      {"INT32", "[01, 2]", false, "malformed JSON"},
+      {"INT32", "[+1, 2]", false, "malformed JSON"},
+      {"FP32", "[.5, 2]", false, "malformed JSON"},
+      {"FP32", "[1., 2]", false, "malformed JSON"},
+      {"FP32", "[1e, 2]", false, "malformed JSON"},
+      {"FP32", "[1, 2", false, "malformed JSON"},
+      {"FP64", "[1e400, 2]", false, "malformed JSON"},
+      {"INT32", "[1.5, 2]", false, "integer"},
+      {"INT32", "[2147483648, 2]", false, "out of range"},
+      {"INT32", "[1, \"x\"]", false, "data[1]"},
+      {"INT32", "[1, 2, 3]", false, "input 'data'"},
+      {"INT32", " [ 1 ,\n2\t] ", true, ""},
+      {"INT32", "[[1], [2]]", true, ""},
+      {"FP32", "[1, NaN]", true, ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.datatype) + " " + c.data);
+    auto r = Parse(Body(std::string(R"("datatype": ")") + c.datatype +
+                        R"(", "shape": [2], "data": )" + c.data));
+    ASSERT_EQ(r.ok(), c.ok) << (r.ok() ? "ok" : r.status().ToString());
+    if (!c.ok) EXPECT_THAT(std::string(r.status().message()), HasSubstr(c.error));
+  }
+  auto ints = Parse(Body(R"("datatype": "INT32", "shape": [2], "data": [ 1 ,
+2	])"));
+  ASSERT_TRUE(ints.ok());
+  EXPECT_EQ(Raw<int32_t>(**ints, 0), (std::vector<int32_t>{1, 2}));
+  // -0 is the integer 0 (+0.0 as a float), -0.0 keeps its sign; 1e-400
+  // underflows to 0; a 20-digit integer past int64 stays exact in UINT64.
+  auto f = Parse(Body(R"("datatype": "FP64", "shape": [4], "data": [-0, -0.0, 1e-400, 1E+2])"));
+  ASSERT_TRUE(f.ok()) << f.status();
+  const std::vector<double> d = Raw<double>(**f, 0);
+  EXPECT_TRUE(d[0] == 0 && !std::signbit(d[0]));
+  EXPECT_TRUE(d[1] == 0 && std::signbit(d[1]));
+  EXPECT_EQ(d[2], 0.0);
+  EXPECT_EQ(d[3], 100.0);
+  auto u = Parse(Body(R"("datatype": "UINT64", "shape": [1], "data": [18446744073709551615])"));
+  ASSERT_TRUE(u.ok()) << u.status();
+  EXPECT_EQ(Raw<uint64_t>(**u, 0), std::vector<uint64_t>{~uint64_t{0}});
+}
+
+// A long run of 17-digit doubles (as a client holding doubles writes them)
+// reads to the correctly rounded FP64 and FP32 values: strtod is the oracle.
+TEST(JsonBindingTest, LongNumberRunsMatchStrtod) {
+  std::string text = "[";
+  std::vector<double> want;
+  uint64_t x = 0x9E3779B97F4A7C15u;
+  for (int i = 0; i < 20000; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    double v;
+    const uint64_t bits = (x & 0x800FFFFFFFFFFFFFu) | (uint64_t{1023 - 40 + (x >> 52) % 80} << 52);
+    std::memcpy(&v, &bits, 8);
+    char buf[40];
+    std::snprintf(buf, sizeof(buf), i % 3 == 0 ? "%.17g" : (i % 3 == 1 ? "%.9g" : "%.3e"), v);
+    want.push_back(std::strtod(buf, nullptr));
+    if (i > 0) text += i % 7 == 0 ? " ,\n " : ",";
+    text += buf;
+  }
+  text += "]";
+  const std::string n = std::to_string(want.size());
+  auto r64 = Parse(Body(R"("datatype": "FP64", "shape": [)" + n + R"(], "data": )" + text));
+  ASSERT_TRUE(r64.ok()) << r64.status();
+  auto r32 = Parse(Body(R"("data": )" + text + R"(, "datatype": "FP32", "shape": [)" + n + "]"));
+  ASSERT_TRUE(r32.ok()) << r32.status();
+  const std::vector<double> got64 = Raw<double>(**r64, 0);
+  const std::vector<float> got32 = Raw<float>(**r32, 0);
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(got64[i], want[i]) << i;
+    ASSERT_EQ(got32[i], static_cast<float>(want[i])) << i;
+  }
 }
 
 TEST(JsonBindingTest, ScalarDataIsOneElement) {
