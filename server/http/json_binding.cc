@@ -783,6 +783,48 @@ bool WriteStrings(JsonWriter& w, const char* p, int64_t n) {
   return true;
 }
 
+// RapidJSON 1.1.0 (Debian 12's) reads before its number buffer when NaN,
+// Inf or Infinity is followed by a fraction or an exponent ("NaNe1", found by
+// fuzz_rest_infer): such a token outside a string is refused here, before
+// RapidJSON parses. NaN and Infinity are rare in bodies, so the search is two
+// memchr passes; only a suspicious token pays for a lexing pass (strings and
+// their escapes) from the start to decide whether it is inside a string.
+absl::Status CheckNanInfTails(absl::string_view json) {
+  auto outside_string = [json](size_t at) {
+    bool in_string = false;
+    for (size_t i = 0; i < at; ++i) {
+      if (in_string && json[i] == '\\') {
+        ++i;
+      } else if (json[i] == '"') {
+        in_string = !in_string;
+      }
+    }
+    return !in_string;
+  };
+  for (const char first : {'N', 'I'}) {
+    for (size_t at = json.find(first); at != absl::string_view::npos;
+         at = json.find(first, at + 1)) {
+      size_t end = at;
+      const absl::string_view rest = json.substr(at);
+      if (absl::StartsWith(rest, "NaN")) {
+        end = at + 3;
+      } else if (absl::StartsWith(rest, "Infinity")) {
+        end = at + 8;
+      } else if (absl::StartsWith(rest, "Inf")) {
+        end = at + 3;
+      } else {
+        continue;
+      }
+      if (end < json.size() && (json[end] == '.' || json[end] == 'e' || json[end] == 'E') &&
+          outside_string(at)) {
+        return Invalid(absl::StrCat("malformed JSON at byte ", at,
+                                    ": NaN and Infinity take no fraction or exponent"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 struct JsonInferRequest::Impl {
@@ -815,6 +857,7 @@ absl::StatusOr<std::unique_ptr<JsonInferRequest>> JsonInferRequest::Parse(
     json = body.substr(0, static_cast<size_t>(l));
     binary = body.substr(static_cast<size_t>(l));
   }
+  RETURN_IF_ERROR(CheckNanInfTails(json));
   std::unique_ptr<JsonInferRequest> r(new JsonInferRequest());
   Impl& impl = *r->impl_;
   rapidjson::Document& doc = impl.doc;
