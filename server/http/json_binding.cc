@@ -890,6 +890,13 @@ absl::StatusOr<std::unique_ptr<JsonInferRequest>> JsonInferRequest::Parse(
   if (auto it = doc.FindMember("id"); it != doc.MemberEnd()) {
     if (!it->value.IsString()) return Invalid("id must be a string");
     req.id = absl::string_view(it->value.GetString(), it->value.GetStringLength());
+    // The answer echoes it: a \u escape of a lone surrogate (which RapidJSON
+    // reads into bytes that are not UTF-8) could not be written back.
+    rapidjson::StringBuffer check;
+    JsonWriter w(check);
+    if (!w.String(req.id.data(), static_cast<rapidjson::SizeType>(req.id.size()))) {
+      return Invalid("id is not valid UTF-8 (a \\u escape of a lone surrogate?)");
+    }
     impl.has_id = true;
   }
   if (auto it = doc.FindMember("parameters"); it != doc.MemberEnd()) {

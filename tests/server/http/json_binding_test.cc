@@ -132,6 +132,10 @@ TEST(JsonBindingTest, NumberRunsKeepJsonGrammarAndValues) {
   auto named = Parse(R"({"id": "NaNe1 \"Infinity.\"", "inputs": [{"name": "data", )"
                      R"("datatype": "FP32", "shape": [1], "data": [NaN]}]})");
   ASSERT_TRUE(named.ok()) << named.status();
+  // An id the answer could not echo (a lone surrogate) is refused up front.
+  auto surrogate = Parse(R"({"id": "a\udddd", "inputs": []})");
+  ASSERT_FALSE(surrogate.ok());
+  EXPECT_THAT(std::string(surrogate.status().message()), HasSubstr("id is not valid UTF-8"));
   auto u = Parse(Body(R"("datatype": "UINT64", "shape": [1], "data": [18446744073709551615])"));
   ASSERT_TRUE(u.ok()) << u.status();
   EXPECT_EQ(Raw<uint64_t>(**u, 0), std::vector<uint64_t>{~uint64_t{0}});
