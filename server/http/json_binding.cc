@@ -29,9 +29,13 @@ namespace tensorops {
 namespace {
 
 // Iterative parsing (no recursion: deep nesting cannot overflow the stack),
-// numbers to the nearest double, NaN/Infinity tokens, UTF-8 checked.
+// NaN/Infinity tokens, UTF-8 checked. Numbers come as their checked text and
+// RequestHandler::RawNumber converts them (std::from_chars: the nearest
+// double): RapidJSON 1.1.0's own full-precision strtod reads out of bounds on
+// some inputs ("NaNe1", a fraction of some hundred zeros; found by
+// fuzz_rest_infer under ASan and UBSan).
 constexpr unsigned kParseFlags =
-    rapidjson::kParseIterativeFlag | rapidjson::kParseFullPrecisionFlag |
+    rapidjson::kParseIterativeFlag | rapidjson::kParseNumbersAsStringsFlag |
     rapidjson::kParseNanAndInfFlag | rapidjson::kParseValidateEncodingFlag;
 using JsonWriter =
     rapidjson::Writer<rapidjson::StringBuffer, rapidjson::UTF8<>, rapidjson::UTF8<>,
@@ -367,7 +371,57 @@ class RequestHandler {
     e.d = d;
     return Scalar(e, [&] { return doc_->Double(d); });
   }
-  bool RawNumber(const char*, rapidjson::SizeType, bool) { return false; }  // not enabled
+  // A number's text, its grammar checked by RapidJSON, turned into the
+  // event RapidJSON itself would send: integers as Uint (< 2^32), Int
+  // (>= -2^31), Uint64 or Int64, past 64 bits a double; any fraction or
+  // exponent a double; NaN, Inf and Infinity (signed) a double. False (the
+  // parse stops; number_error() says why) for a value past a double's range
+  // or a NaN/Infinity with a fraction or exponent.
+  bool RawNumber(const char* str, rapidjson::SizeType len, bool) {
+    const absl::string_view text(str, len);
+    const bool minus = !text.empty() && text[0] == '-';
+    const absl::string_view digits = text.substr(minus ? 1 : 0);
+    if (!digits.empty() && (digits[0] == 'N' || digits[0] == 'I')) {
+      if (digits == "NaN") return Double(std::numeric_limits<double>::quiet_NaN());
+      if (digits == "Inf" || digits == "Infinity") {
+        return Double(minus ? -std::numeric_limits<double>::infinity()
+                            : std::numeric_limits<double>::infinity());
+      }
+      number_error_ = "NaN and Infinity take no fraction or exponent";
+      return false;
+    }
+    if (digits.find_first_of(".eE") == absl::string_view::npos) {
+      uint64_t u = 0;
+      const auto [at, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), u);
+      if (ec == std::errc() && at == digits.data() + digits.size()) {
+        if (!minus) {
+          if (u <= std::numeric_limits<uint32_t>::max()) return Uint(static_cast<unsigned>(u));
+          return Uint64(u);
+        }
+        if (u <= uint64_t{1} << 31) return Int(static_cast<int>(-static_cast<int64_t>(u)));
+        if (u <= uint64_t{1} << 63) return Int64(static_cast<int64_t>(~u + 1));
+      }
+      // Past 64 bits: a double, as RapidJSON reads it.
+    }
+    double d = 0;
+    const auto [at, ec] = std::from_chars(str, str + len, d);
+    if (ec == std::errc::result_out_of_range) {
+      // Past a double's range: an error; under its smallest value: zero.
+      const size_t e = text.find_first_of("eE");
+      const bool tiny = e != absl::string_view::npos && e + 1 < text.size() && text[e + 1] == '-';
+      if (!tiny) {
+        number_error_ = absl::StrCat("the number ", text.substr(0, 40), " is too big for a double");
+        return false;
+      }
+      d = minus ? -0.0 : 0.0;
+    } else if (ec != std::errc() || at != str + len) {
+      number_error_ = absl::StrCat("cannot read the number ", text.substr(0, 40));
+      return false;
+    }
+    return Double(d);
+  }
+  // Why RawNumber stopped the parse; empty when it did not.
+  const std::string& number_error() const { return number_error_; }
   bool String(const char* str, rapidjson::SizeType len, bool copy) {
     if (skip_depth_ > 0) return true;
     if (capture_depth_ > 0 || pending_data_) {
@@ -680,6 +734,7 @@ class RequestHandler {
   int skip_depth_ = 0;         // open objects inside captured data
   CapturedData* c_ = nullptr;
   rapidjson::MemoryStream* const stream_;
+  std::string number_error_;
 };
 
 // A float's shortest round-trip text at [p, end) (24 bytes are enough); NaN and
@@ -783,48 +838,6 @@ bool WriteStrings(JsonWriter& w, const char* p, int64_t n) {
   return true;
 }
 
-// RapidJSON 1.1.0 (Debian 12's) reads before its number buffer when NaN,
-// Inf or Infinity is followed by a fraction or an exponent ("NaNe1", found by
-// fuzz_rest_infer): such a token outside a string is refused here, before
-// RapidJSON parses. NaN and Infinity are rare in bodies, so the search is two
-// memchr passes; only a suspicious token pays for a lexing pass (strings and
-// their escapes) from the start to decide whether it is inside a string.
-absl::Status CheckNanInfTails(absl::string_view json) {
-  auto outside_string = [json](size_t at) {
-    bool in_string = false;
-    for (size_t i = 0; i < at; ++i) {
-      if (in_string && json[i] == '\\') {
-        ++i;
-      } else if (json[i] == '"') {
-        in_string = !in_string;
-      }
-    }
-    return !in_string;
-  };
-  for (const char first : {'N', 'I'}) {
-    for (size_t at = json.find(first); at != absl::string_view::npos;
-         at = json.find(first, at + 1)) {
-      size_t end = at;
-      const absl::string_view rest = json.substr(at);
-      if (absl::StartsWith(rest, "NaN")) {
-        end = at + 3;
-      } else if (absl::StartsWith(rest, "Infinity")) {
-        end = at + 8;
-      } else if (absl::StartsWith(rest, "Inf")) {
-        end = at + 3;
-      } else {
-        continue;
-      }
-      if (end < json.size() && (json[end] == '.' || json[end] == 'e' || json[end] == 'E') &&
-          outside_string(at)) {
-        return Invalid(absl::StrCat("malformed JSON at byte ", at,
-                                    ": NaN and Infinity take no fraction or exponent"));
-      }
-    }
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 struct JsonInferRequest::Impl {
@@ -857,24 +870,29 @@ absl::StatusOr<std::unique_ptr<JsonInferRequest>> JsonInferRequest::Parse(
     json = body.substr(0, static_cast<size_t>(l));
     binary = body.substr(static_cast<size_t>(l));
   }
-  RETURN_IF_ERROR(CheckNanInfTails(json));
   std::unique_ptr<JsonInferRequest> r(new JsonInferRequest());
   Impl& impl = *r->impl_;
   rapidjson::Document& doc = impl.doc;
   // SAX into the Document, with inputs' data diverted (RequestHandler).
   rapidjson::Reader reader;
+  std::string number_error;  // why RawNumber stopped the parse
   auto generate = [&](rapidjson::Document& d) {
     // The bytes themselves (no EncodedInputStream: FastNumbers moves the
     // stream's position), a UTF-8 byte order mark skipped as it skipped one.
     rapidjson::MemoryStream ms(json.data(), json.size());
     if (absl::StartsWith(json, "\xEF\xBB\xBF")) ms.src_ += 3;
     RequestHandler handler(&d, limits, &impl.captured, &impl.arena, &ms);
-    return !reader.Parse<kParseFlags>(ms, handler).IsError();
+    const bool ok = !reader.Parse<kParseFlags>(ms, handler).IsError();
+    number_error = handler.number_error();
+    return ok;
   };
   doc.Populate(generate);
   if (reader.HasParseError()) {
-    return Invalid(absl::StrCat("malformed JSON at byte ", reader.GetErrorOffset(), ": ",
-                                rapidjson::GetParseError_En(reader.GetParseErrorCode())));
+    return Invalid(absl::StrCat(
+        "malformed JSON at byte ", reader.GetErrorOffset(), ": ",
+        number_error.empty()
+            ? absl::string_view(rapidjson::GetParseError_En(reader.GetParseErrorCode()))
+            : absl::string_view(number_error)));
   }
   if (!doc.IsObject()) return Invalid("the request must be a JSON object");
   InferRequest& req = r->request_;

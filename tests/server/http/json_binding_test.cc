@@ -132,6 +132,15 @@ TEST(JsonBindingTest, NumberRunsKeepJsonGrammarAndValues) {
   auto named = Parse(R"({"id": "NaNe1 \"Infinity.\"", "inputs": [{"name": "data", )"
                      R"("datatype": "FP32", "shape": [1], "data": [NaN]}]})");
   ASSERT_TRUE(named.ok()) << named.status();
+  // A fraction of hundreds of zeros (RapidJSON's own strtod read out of
+  // bounds on one), in a run and as scalar data that RapidJSON tokenizes.
+  const std::string tiny = "0." + std::string(300, '0') + "1";
+  auto run = Parse(Body(R"("datatype": "FP64", "shape": [2], "data": [)" + tiny + ", 1]"));
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(Raw<double>(**run, 0)[0], 1e-301);
+  auto scalar = Parse(Body(R"("datatype": "FP64", "shape": [], "data": )" + tiny));
+  ASSERT_TRUE(scalar.ok()) << scalar.status();
+  EXPECT_EQ(Raw<double>(**scalar, 0)[0], 1e-301);
   // An id the answer could not echo (a lone surrogate) is refused up front.
   auto surrogate = Parse(R"({"id": "a\udddd", "inputs": []})");
   ASSERT_FALSE(surrogate.ok());
