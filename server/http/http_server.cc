@@ -67,6 +67,15 @@ class BodyBytes {
     storage_ = std::move(bigger);
     capacity_ = n;
   }
+  // Appends `buffers`, the room doubling when it runs out (a chunked body's
+  // length is not known ahead).
+  template <class ConstBufferSequence>
+  void Append(const ConstBufferSequence& buffers) {
+    const uint64_t n = net::buffer_size(buffers);
+    if (size_ + n > capacity_) Reserve(std::max<uint64_t>({size_ + n, 2 * capacity_, 64 << 10}));
+    net::buffer_copy(net::buffer(end(), n), buffers);
+    size_ += n;
+  }
   char* end() { return storage_.mutable_data_as<char>() + size_; }
   void Grow(uint64_t n) { size_ += n; }
   uint64_t size() const { return size_; }
@@ -83,7 +92,7 @@ class BodyBytes {
 
 // Beast's Body for requests read through its parser (chunked bodies, and
 // what arrived with the header): appends to BodyBytes, doubling its room
-// when the length is not known ahead. The parser enforces the body limit.
+// (BodyBytes::Append). The parser enforces the body limit.
 struct RequestBody {
   using value_type = BodyBytes;
 
@@ -97,21 +106,14 @@ struct RequestBody {
     }
     template <class ConstBufferSequence>
     std::size_t put(const ConstBufferSequence& buffers, beast::error_code& ec) {
-      const std::size_t n = net::buffer_size(buffers);
-      if (body_.size() + n > capacity_) {
-        capacity_ = std::max<uint64_t>({body_.size() + n, 2 * capacity_, 64 << 10});
-        body_.Reserve(capacity_);
-      }
-      net::buffer_copy(net::buffer(body_.end(), n), buffers);
-      body_.Grow(n);
+      body_.Append(buffers);
       ec = {};
-      return n;
+      return net::buffer_size(buffers);
     }
     void finish(beast::error_code& ec) { ec = {}; }
 
    private:
     value_type& body_;
-    uint64_t capacity_ = 0;
   };
 };
 
@@ -479,9 +481,8 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     BodyBytes& body = parser_->get().body();
     body.Reserve(length);
     const size_t have = std::min<uint64_t>(buffer_.size(), length);
-    net::buffer_copy(net::buffer(body.end(), have), buffer_.data());
+    body.Append(beast::buffers_prefix(have, buffer_.data()));
     buffer_.consume(have);
-    body.Grow(have);
     if (have == length) return Dispatch();
     net::async_read(stream_, net::buffer(body.end(), length - have),
                     [self](beast::error_code ec, size_t n) {

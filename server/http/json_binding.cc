@@ -390,38 +390,13 @@ class RequestHandler {
       number_error_ = "NaN and Infinity take no fraction or exponent";
       return false;
     }
-    if (digits.find_first_of(".eE") == absl::string_view::npos) {
-      uint64_t u = 0;
-      const auto [at, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), u);
-      if (ec == std::errc() && at == digits.data() + digits.size()) {
-        if (!minus) {
-          if (u <= std::numeric_limits<uint32_t>::max()) return Uint(static_cast<unsigned>(u));
-          return Uint64(u);
-        }
-        if (u <= uint64_t{1} << 31) return Int(static_cast<int>(-static_cast<int64_t>(u)));
-        if (u <= uint64_t{1} << 63) return Int64(static_cast<int64_t>(~u + 1));
-      }
-      // Past 64 bits: a double, as RapidJSON reads it.
-    }
-    double d = 0;
-    const auto [at, ec] = std::from_chars(str, str + len, d);
-    if (ec == std::errc::result_out_of_range) {
-      // Past a double's range: an error; under its smallest value: zero.
-      const size_t e = text.find_first_of("eE");
-      const bool tiny = e != absl::string_view::npos && e + 1 < text.size() && text[e + 1] == '-';
-      if (!tiny) {
-        number_error_ = absl::StrCat("the number ", text.substr(0, 40), " is too big for a double");
-        return false;
-      }
-      d = minus ? -0.0 : 0.0;
-    } else if (ec != std::errc() || at != str + len) {
-      number_error_ = absl::StrCat("cannot read the number ", text.substr(0, 40));
-      return false;
-    }
-    return Double(d);
+    const bool real = std::any_of(digits.begin(), digits.end(),
+                                  [](char c) { return c == '.' || c == 'e' || c == 'E'; });
+    return Number(str, len, minus, real);
   }
   // Why RawNumber stopped the parse; empty when it did not.
   const std::string& number_error() const { return number_error_; }
+
   bool String(const char* str, rapidjson::SizeType len, bool copy) {
     if (skip_depth_ > 0) return true;
     if (capture_depth_ > 0 || pending_data_) {
@@ -522,6 +497,42 @@ class RequestHandler {
   }
 
  private:
+  // RawNumber's conversion of a checked number `str` (with a fraction or an
+  // exponent when `real`), also FastNumbers', which knows `real` already.
+  bool Number(const char* str, size_t len, bool minus, bool real) {
+    const absl::string_view text(str, len);
+    if (!real) {
+      const char* const digits = str + (minus ? 1 : 0);
+      uint64_t u = 0;
+      const auto [at, ec] = std::from_chars(digits, str + len, u);
+      if (ec == std::errc() && at == str + len) {
+        if (!minus) {
+          if (u <= std::numeric_limits<uint32_t>::max()) return Uint(static_cast<unsigned>(u));
+          return Uint64(u);
+        }
+        if (u <= uint64_t{1} << 31) return Int(static_cast<int>(-static_cast<int64_t>(u)));
+        if (u <= uint64_t{1} << 63) return Int64(static_cast<int64_t>(~u + 1));
+      }
+      // Past 64 bits: a double, as RapidJSON reads it.
+    }
+    double d = 0;
+    const auto [at, ec] = std::from_chars(str, str + len, d);
+    if (ec == std::errc::result_out_of_range) {
+      // Past a double's range: an error; under its smallest value: zero.
+      const size_t e = text.find_first_of("eE");
+      const bool tiny = e != absl::string_view::npos && e + 1 < text.size() && text[e + 1] == '-';
+      if (!tiny) {
+        number_error_ = absl::StrCat("the number ", text.substr(0, 40), " is too big for a double");
+        return false;
+      }
+      d = minus ? -0.0 : 0.0;
+    } else if (ec != std::errc() || at != str + len) {
+      number_error_ = absl::StrCat("cannot read the number ", text.substr(0, 40));
+      return false;
+    }
+    return Double(d);
+  }
+
   template <typename Forward>
   bool Integer(int64_t i, Forward forward) {
     JsonElem e;
@@ -645,13 +656,11 @@ class RequestHandler {
       const bool minus = q < end && *q == '-';
       if (minus) ++q;
       if (q >= end || !digit(*q)) break;
-      const char* const int_start = q;
       if (*q == '0') {
         ++q;
       } else {
         while (q < end && digit(*q)) ++q;
       }
-      const char* const int_end = q;
       bool real = false;
       if (q < end && *q == '.') {
         ++q;
@@ -673,36 +682,9 @@ class RequestHandler {
         const char* const next = skip_ws(after + 1);
         if (next >= end || *next == ']') break;  // "[1,]": RapidJSON's error
       }
-      JsonElem e;
-      bool integer = false;
-      if (!real) {
-        // RapidJSON's integers: Uint/Int/Uint64/Int64 when they fit.
-        uint64_t u = 0;
-        const auto [at, ec] = std::from_chars(int_start, int_end, u);
-        if (ec == std::errc() && at == int_end) {
-          if (!minus && u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-            e.kind = JsonElem::Kind::kInt;
-            e.i = static_cast<int64_t>(u);
-            integer = true;
-          } else if (!minus) {
-            e.kind = JsonElem::Kind::kUint;
-            e.u = u;
-            integer = true;
-          } else if (u <= uint64_t{1} << 63) {
-            e.kind = JsonElem::Kind::kInt;
-            e.i = static_cast<int64_t>(~u + 1);
-            integer = true;
-          }
-        }
-      }
-      if (!integer) {
-        double d = 0;
-        const auto [at, ec] = std::from_chars(start, q, d);
-        if (ec != std::errc() || at != q) break;  // past a double: RapidJSON's error or 0
-        e.kind = JsonElem::Kind::kDouble;
-        e.d = d;
-      }
-      Add(e);
+      // Converted as the numbers RapidJSON tokenizes itself are; one it
+      // refuses (past a double's range) is left to it to report.
+      if (!Number(start, static_cast<size_t>(q - start), minus, real)) break;
       if (*after == ']') {
         pos = after;
         break;

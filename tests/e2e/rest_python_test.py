@@ -150,6 +150,18 @@ def call(conn, method, path, body=None, headers=None):
     return r.status, dict((k.lower(), v) for k, v in r.getheaders()), r.read()
 
 
+def exchange(port, raw):
+    """Sends `raw` on a new connection; every byte answered until the server closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(raw)
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                return data
+            data += chunk
+
+
 def decode_answer(status, headers, body):
     """(json, [arrays]) of a 200 infer answer."""
     if "inference-header-content-length" in headers:
@@ -446,15 +458,7 @@ class RestClientTest(unittest.TestCase):
         ]
         for raw, want, text in rows:
             with self.subTest(raw[:40]):
-                with socket.create_connection(("127.0.0.1", self.server.http_port),
-                                              timeout=10) as s:
-                    s.sendall(raw)
-                    data = b""
-                    while True:
-                        chunk = s.recv(65536)
-                        if not chunk:
-                            break
-                        data += chunk
+                data = exchange(self.server.http_port, raw)
                 head, _, body = data.partition(b"\r\n\r\n")
                 self.assertTrue(head.startswith(b"HTTP/1.1 %d " % want), data[:200])
                 self.assertIn(b"\r\nContent-Type: application/json", head)
@@ -630,16 +634,10 @@ class RestClientTest(unittest.TestCase):
             self.assertEqual(server.stop(), 0)
 
     def test_pipelined_and_expect_continue(self):
-        with socket.create_connection(("127.0.0.1", self.server.http_port), timeout=10) as s:
-            s.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n"
-                      b"GET /v2/models/Nope HTTP/1.1\r\nHost: x\r\n\r\n"
-                      b"GET /v2/health/ready HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            data = b""
-            while True:
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
+        data = exchange(self.server.http_port,
+                        b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n"
+                        b"GET /v2/models/Nope HTTP/1.1\r\nHost: x\r\n\r\n"
+                        b"GET /v2/health/ready HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         statuses = re.findall(rb"HTTP/1.1 (\d+)", data)
         self.assertEqual(statuses, [b"200", b"404", b"200"], data)
         body = b'{"inputs":[]}'
