@@ -8,6 +8,8 @@
 // same machine state: on the shared VM other processes come and go within a
 // second. Output buffers are preallocated and warm, allocated as the server
 // allocates its outputs.
+// Chain cases (Chain/...) also report x_one_op: the chain's first op alone
+// over the whole chain, on the same tensor and threads.
 // Run: build/bench/kernels_bench [--benchmark_filter=...]
 // Sizes: 16 MiB by default; TENSOROPS_BENCH_LARGE=1 adds 256 MiB.
 // TENSOROPS_STREAMING_MIN_BYTES=N overrides the kernels' streaming-store
@@ -79,13 +81,26 @@ const OpRegistry& Registry() {
   return *r;
 }
 
+using Extra = std::vector<std::pair<DType, std::vector<int64_t>>>;  // index inputs as int64 values
+
+// One op after the first of a chain case.
+struct CaseStep {
+  std::string op;
+  Extra extra;
+  Attrs attrs;
+};
+
 struct Case {
   std::string name;
   std::string op;
   DType dtype;
   Shape shape;
-  std::vector<std::pair<DType, std::vector<int64_t>>> extra;  // index inputs as int64 values
+  Extra extra;
   Attrs attrs;
+  // A chain: ops after the first (OpRegistry::PrepareChain). Such a case also
+  // times its first op alone on the same tensor and reports x_one_op, the
+  // single op's time over the chain's (>= 0.83: the chain costs at most 1.2x).
+  std::vector<CaseStep> then = {};
 };
 
 std::vector<char> Pack(DType dtype, const std::vector<int64_t>& v) {
@@ -113,9 +128,21 @@ void RunCase(benchmark::State& state, const Case& c, int threads) {
     inputs.push_back(
         TensorView{dt, Shape{static_cast<int64_t>(values.size())}, storage.back().data()});
   }
-  auto prepared = Registry().Prepare(c.op, inputs, c.attrs);
-  if (!prepared.ok()) {
-    state.SkipWithError(std::string(prepared.status().message()).c_str());
+  std::vector<ChainStep> steps;
+  for (const CaseStep& step : c.then) {
+    ChainStep cs{step.op, {}, step.attrs};
+    for (const auto& [dt, values] : step.extra) {
+      storage.push_back(Pack(dt, values));
+      cs.inputs.push_back(
+          TensorView{dt, Shape{static_cast<int64_t>(values.size())}, storage.back().data()});
+    }
+    steps.push_back(std::move(cs));
+  }
+  auto prepared = Registry().PrepareChain(c.op, inputs, c.attrs, steps);
+  auto one_op = Registry().Prepare(c.op, inputs, c.attrs);
+  if (!prepared.ok() || !one_op.ok()) {
+    state.SkipWithError(
+        std::string((prepared.ok() ? one_op : prepared).status().message()).c_str());
     return;
   }
   const int64_t bytes = data.num_bytes();
@@ -123,8 +150,9 @@ void RunCase(benchmark::State& state, const Case& c, int threads) {
   ThreadPool* pool = threads == 2 ? &Pool2() : nullptr;
   // Warm both paths once (first touch of the pool's threads, the caches).
   RunPrepared(*prepared, out.data(), pool);
+  if (!steps.empty()) RunPrepared(*one_op, out.data(), pool);
   Memcpy(copy.data(), static_cast<const char*>(data.view().data), bytes, threads);
-  double kernel_s = 0, memcpy_s = 0, kernel_cpu = 0, memcpy_cpu = 0;
+  double kernel_s = 0, memcpy_s = 0, kernel_cpu = 0, memcpy_cpu = 0, one_op_s = 0;
   double kernel_best = 1e30, memcpy_best = 1e30;
   for (auto _ : state) {
     auto t0 = std::chrono::steady_clock::now();
@@ -143,7 +171,16 @@ void RunCase(benchmark::State& state, const Case& c, int threads) {
     memcpy_s += ms;
     memcpy_best = std::min(memcpy_best, ms);
     memcpy_cpu += ProcessCpuSeconds() - c0;
+    if (!steps.empty()) {
+      t0 = std::chrono::steady_clock::now();
+      RunPrepared(*one_op, out.data(), pool);
+      one_op_s += Seconds(t0);
+    }
     state.ResumeTiming();
+  }
+  if (!steps.empty()) {
+    state.counters["x_one_op"] = kernel_s > 0 ? one_op_s / kernel_s : 0;
+    state.counters["passes"] = static_cast<double>(prepared->then.size() + 1);
   }
   state.SetBytesProcessed(state.iterations() * bytes);
   // Same iterations of both, alternating: the ratio of their total times.
@@ -214,6 +251,56 @@ std::vector<Case> Cases(int64_t bytes) {
                      s3,
                      {{DType::kInt64, {1, -2, 3, 40}}, {DType::kInt64, {0, 1, 2, 0}}},
                      {}});
+  }
+  // Chains of 2, 4 and 8 ops on [64, b, 256]: Reverses and Rolls on
+  // different axes (one composed pass), and with a batch-major
+  // ReverseSequence (fused rows of [seq, 256] runs).
+  for (DType dt : {DType::kFloat32, DType::kUInt8}) {
+    const int64_t w = ElementWidth(dt);
+    const int64_t c = 256, a = 64, b = bytes / w / (a * c);
+    const Shape s3 = {a, b, c};
+    const std::string suffix =
+        "/" + std::string(DTypeName(dt)) + "/" + std::to_string(bytes >> 20) + "MiB";
+    auto rev = [&](int64_t axis) { return CaseStep{"Reverse", {{DType::kInt64, {axis}}}, index}; };
+    auto roll = [](int64_t shift, int64_t axis) {
+      return CaseStep{"Roll", {{DType::kInt64, {shift}}, {DType::kInt64, {axis}}}, {}};
+    };
+    std::vector<int64_t> lens;
+    for (int64_t i = 0; i < a; ++i) lens.push_back((i * 7919) % (b + 1));
+    const CaseStep seq{"ReverseSequence",
+                       {{DType::kInt64, lens}},
+                       {{"batch_axis", AttrValue::Number(0)}, {"seq_axis", AttrValue::Number(1)}}};
+    const Extra axis0 = {{DType::kInt64, {0}}};
+    cases.push_back(
+        {"Chain/2_reverse_roll" + suffix, "Reverse", dt, s3, axis0, index, {roll(5, 2)}});
+    cases.push_back({"Chain/4_reverse_roll" + suffix,
+                     "Reverse",
+                     dt,
+                     s3,
+                     axis0,
+                     index,
+                     {roll(-3, 2), rev(1), roll(7, 0)}});
+    cases.push_back({"Chain/8_reverse_roll" + suffix,
+                     "Reverse",
+                     dt,
+                     s3,
+                     axis0,
+                     index,
+                     {roll(-3, 2), rev(1), roll(7, 0), rev(2), roll(11, 1), rev(0), roll(1, 2)}});
+    cases.push_back({"Chain/4_with_sequence" + suffix,
+                     "Reverse",
+                     dt,
+                     s3,
+                     axis0,
+                     index,
+                     {roll(-3, 2), seq, roll(7, 1)}});
+    cases.push_back({"Chain/8_with_sequence" + suffix,
+                     "Reverse",
+                     dt,
+                     s3,
+                     axis0,
+                     index,
+                     {roll(-3, 2), rev(1), seq, roll(7, 0), rev(2), roll(11, 1), rev(1)}});
   }
   return cases;
 }

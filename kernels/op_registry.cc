@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "kernels/chain_plan.h"
 #include "kernels/shape.h"
 #include "kernels/status_macros.h"
 #include "kernels/thread_pool.h"
@@ -150,6 +152,87 @@ absl::StatusOr<PreparedOp> OpRegistry::Prepare(absl::string_view op,
   return prepared;
 }
 
+namespace {
+
+// "then[2] (Roll): " before a step's error; the op's own "Roll: " prefix
+// goes, since the step already names it.
+absl::Status InStep(size_t i, const OpDef* def, const absl::Status& s) {
+  absl::string_view msg = s.message();
+  std::string where = absl::StrCat("then[", i, "]");
+  if (def != nullptr) {
+    absl::ConsumePrefix(&msg, absl::StrCat(def->spec.name, ": "));
+    absl::StrAppend(&where, " (", def->spec.name, ")");
+  }
+  return absl::Status(s.code(), absl::StrCat(where, ": ", msg));
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Movement>> OpRegistry::CheckChain(
+    const TensorType& first_output, absl::Span<const ChainStep> then) const {
+  if (then.size() > static_cast<size_t>(kMaxChainSteps)) {
+    return absl::InvalidArgumentError(absl::StrCat("then has ", then.size(),
+                                                   " steps; a chain has at most ", kMaxChainSteps,
+                                                   " after its first op"));
+  }
+  std::vector<Movement> movements;
+  movements.reserve(then.size());
+  TensorType current = first_output;
+  std::vector<TensorView> inputs;
+  for (size_t i = 0; i < then.size(); ++i) {
+    const ChainStep& step = then[i];
+    inputs.clear();
+    inputs.push_back(TensorView{current.dtype, current.shape, nullptr});
+    inputs.insert(inputs.end(), step.inputs.begin(), step.inputs.end());
+    const OpDef* def = Find(step.op);
+    if (absl::StatusOr<const OpDef*> checked = CheckCall(step.op, inputs, step.attrs);
+        !checked.ok()) {
+      return InStep(i, def, checked.status());
+    }
+    if (def->movement == nullptr) {
+      return InStep(i, def,
+                    absl::UnimplementedError(absl::StrCat(
+                        def->spec.name, " describes no movement, so it cannot be a chain step")));
+    }
+    absl::StatusOr<Movement> m = def->movement(inputs, step.attrs);
+    if (!m.ok()) return InStep(i, def, m.status());
+    absl::StatusOr<std::vector<TensorType>> out = def->infer(inputs, step.attrs);
+    if (!out.ok()) return InStep(i, def, out.status());
+    // Movement ops keep type and shape; anything else is a bug in the op.
+    if (out->size() != 1 || (*out)[0] != current) {
+      return InStep(i, def,
+                    absl::InternalError("a movement op changed its output's type or shape"));
+    }
+    movements.push_back(*std::move(m));
+  }
+  return movements;
+}
+
+absl::StatusOr<PreparedOp> OpRegistry::PrepareChain(absl::string_view op,
+                                                    absl::Span<const TensorView> inputs,
+                                                    const Attrs& attrs,
+                                                    absl::Span<const ChainStep> then) const {
+  if (then.empty()) return Prepare(op, inputs, attrs);
+  ASSIGN_OR_RETURN(const OpDef* def, CheckCall(op, inputs, attrs));
+  ASSIGN_OR_RETURN(std::vector<TensorType> outputs, def->infer(inputs, attrs));
+  if (def->movement == nullptr || outputs.size() != 1 ||
+      outputs[0] != TensorType{inputs[0].dtype, inputs[0].shape}) {
+    return absl::UnimplementedError(
+        absl::StrCat(def->spec.name, " describes no movement, so it cannot start a chain"));
+  }
+  std::vector<Movement> movements;
+  movements.reserve(then.size() + 1);
+  ASSIGN_OR_RETURN(Movement first, def->movement(inputs, attrs));
+  movements.push_back(std::move(first));
+  ASSIGN_OR_RETURN(std::vector<Movement> rest, CheckChain(outputs[0], then));
+  for (Movement& m : rest) movements.push_back(std::move(m));
+  PreparedOp prepared = PlanMovements(inputs[0].dtype, inputs[0].shape, inputs[0].data, movements);
+  for (const ChainStep& step : then) prepared.chain.push_back(Find(step.op));
+  return prepared;
+}
+
+void PreparedOp::Run(void* out) const { RunPrepared(*this, out, nullptr); }
+
 absl::StatusOr<Tensor> ExecuteOp(const OpRegistry& registry, absl::string_view op,
                                  absl::Span<const TensorView> inputs, const Attrs& attrs) {
   ASSIGN_OR_RETURN(PreparedOp prepared, registry.Prepare(op, inputs, attrs));
@@ -158,17 +241,57 @@ absl::StatusOr<Tensor> ExecuteOp(const OpRegistry& registry, absl::string_view o
   return out;
 }
 
-void RunPrepared(const PreparedOp& op, void* out, ThreadPool* pool, int64_t min_parallel_bytes) {
-  const int64_t bytes = op.output_bytes();
-  if (pool == nullptr || pool->num_threads() < 2 || bytes < min_parallel_bytes || op.units < 2) {
-    op.Run(out);
+namespace {
+
+// One pass of `units` parts over an output of `bytes`, split across the pool
+// from min_parallel_bytes.
+template <typename RangeFn>
+void RunPass(int64_t units, int64_t bytes, const RangeFn& run_range, ThreadPool* pool,
+             int64_t min_parallel_bytes) {
+  if (pool == nullptr || pool->num_threads() < 2 || bytes < min_parallel_bytes || units < 2) {
+    run_range(int64_t{0}, units);
     return;
   }
   // Each chunk should carry at least half the threshold so small parts never
   // pay the hand-off cost.
-  const int64_t bytes_per_unit = std::max<int64_t>(1, bytes / op.units);
+  const int64_t bytes_per_unit = std::max<int64_t>(1, bytes / units);
   const int64_t grain = std::max<int64_t>(1, (min_parallel_bytes / 2) / bytes_per_unit);
-  pool->ParallelFor(op.units, grain, [&op, out](int64_t b, int64_t e) { op.run_range(out, b, e); });
+  pool->ParallelFor(units, grain, [&run_range](int64_t b, int64_t e) { run_range(b, e); });
+}
+
+}  // namespace
+
+void RunPrepared(const PreparedOp& op, void* out, ThreadPool* pool, int64_t min_parallel_bytes,
+                 void* scratch) {
+  const int64_t bytes = op.output_bytes();
+  if (op.then.empty()) {
+    RunPass(
+        op.units, bytes, [&op, out](int64_t b, int64_t e) { op.run_range(out, b, e); }, pool,
+        min_parallel_bytes);
+    return;
+  }
+  // Passes alternate between `out` and one scratch tensor so that the last
+  // one writes `out`.
+  Tensor owned;
+  if (scratch == nullptr) {
+    owned = Tensor(op.dtype, op.shape);
+    scratch = owned.mutable_data();
+  }
+  const size_t passes = op.then.size() + 1;
+  auto target = [&](size_t pass) -> void* { return (passes - 1 - pass) % 2 == 0 ? out : scratch; };
+  void* first = target(0);
+  RunPass(
+      op.units, bytes, [&op, first](int64_t b, int64_t e) { op.run_range(first, b, e); }, pool,
+      min_parallel_bytes);
+  for (size_t p = 1; p < passes; ++p) {
+    const PreparedOp::Pass& pass = op.then[p - 1];
+    const void* in = target(p - 1);
+    void* dst = target(p);
+    RunPass(
+        pass.units, bytes,
+        [&pass, in, dst](int64_t b, int64_t e) { pass.run_range(in, dst, b, e); }, pool,
+        min_parallel_bytes);
+  }
 }
 
 }  // namespace tensorops

@@ -19,6 +19,7 @@
 #include "absl/types/span.h"
 #include "kernels/attrs.h"
 #include "kernels/dtype.h"
+#include "kernels/movement.h"
 #include "kernels/tensor.h"
 
 namespace tensorops {
@@ -60,15 +61,33 @@ struct OpSpec {
 // disjoint ranges can run on different threads with identical results.
 // run_range reads the input views it was prepared from (they must outlive it)
 // and performs no checks: everything was validated before it was made.
+//
+// A chain that cannot run in one pass (kernels/chain_plan.h) has more passes
+// in `then`: each reads the whole output of the pass before it. RunPrepared
+// and Run run them in order through one scratch tensor of output_bytes()
+// (scratch_bytes(), which admission must count); run_range alone is then
+// only the first pass.
+struct OpDef;
+
 struct PreparedOp {
   DType dtype = DType::kInvalid;
   Shape shape;
   int64_t units = 1;
   std::function<void(void* out, int64_t begin, int64_t end)> run_range;
 
+  struct Pass {
+    int64_t units = 1;
+    std::function<void(const void* in, void* out, int64_t begin, int64_t end)> run_range;
+  };
+  std::vector<Pass> then;
+  // A chain's ops after the first, in order (for metrics and logs).
+  std::vector<const OpDef*> chain;
+
   int64_t output_bytes() const { return NumElements(shape) * ElementWidth(dtype); }
+  // Memory the op needs besides its inputs and output.
+  int64_t scratch_bytes() const { return then.empty() ? 0 : output_bytes(); }
   // Writes the whole output on the calling thread.
-  void Run(void* out) const { run_range(out, 0, units); }
+  void Run(void* out) const;
 };
 
 // Op-specific validation and planning. The registry has already checked the
@@ -106,11 +125,32 @@ using InferFn = absl::StatusOr<std::vector<TensorType>> (*)(absl::Span<const Ten
 absl::StatusOr<std::vector<TensorType>> OutputLikeFirstInput(absl::Span<const TensorView> inputs,
                                                              const Attrs& attrs);
 
+// An op that only moves elements (every built-in one) can describe what it
+// does as a Movement (kernels/movement.h), from the same inputs and
+// attributes as its prepare and with the same checks and messages; only the
+// type and shape of inputs[0] are read (its data may be null). Ops that
+// have one can be steps of a chain.
+using MovementFn = absl::StatusOr<Movement> (*)(absl::Span<const TensorView> inputs,
+                                                const Attrs& attrs);
+
 struct OpDef {
   OpSpec spec;
   PrepareFn prepare = nullptr;
   InferFn infer = nullptr;
+  MovementFn movement = nullptr;  // optional
 };
+
+// One op of a chain after the first: its name or alias, its inputs after the
+// first (which is the previous op's output) and its attributes. The views'
+// data must outlive the PreparedOp made from them.
+struct ChainStep {
+  std::string op;
+  std::vector<TensorView> inputs;
+  Attrs attrs;
+};
+
+// Steps a chain may have after its first op (../shared/api.md, "Chains").
+inline constexpr int kMaxChainSteps = 64;
 
 class OpRegistry {
  public:
@@ -144,6 +184,26 @@ class OpRegistry {
   absl::StatusOr<PreparedOp> Prepare(absl::string_view op, absl::Span<const TensorView> inputs,
                                      const Attrs& attrs) const;
 
+  // The steps of a chain whose first op writes `first_output`: each step
+  // checked as its op checks it with the previous output as its first
+  // input (generic checks, its Movement, its inference). Errors name the
+  // step, "then[2] (Roll): ..." (INVALID_ARGUMENT; an unknown op
+  // UNIMPLEMENTED "then[2]: unknown op ..."); more than kMaxChainSteps
+  // steps: INVALID_ARGUMENT. Returns each step's movement, in order.
+  absl::StatusOr<std::vector<Movement>> CheckChain(const TensorType& first_output,
+                                                   absl::Span<const ChainStep> then) const;
+
+  // A chain: `op` on `inputs`, then every step in order, planned as one pass
+  // over memory where the composition allows (kernels/chain_plan.h). With no
+  // steps, exactly Prepare. The first op's errors are Prepare's.
+  //
+  // Example: Reverse rows, then Roll by 1 along axis 1:
+  //   ChainStep roll{"Roll", {shift.view(), axes.view()}, {}};
+  //   auto op = registry.PrepareChain("Reverse", {data, axis}, attrs, {roll});
+  absl::StatusOr<PreparedOp> PrepareChain(absl::string_view op, absl::Span<const TensorView> inputs,
+                                          const Attrs& attrs,
+                                          absl::Span<const ChainStep> then) const;
+
  private:
   std::vector<std::unique_ptr<OpDef>> ops_;
   absl::flat_hash_map<std::string, const OpDef*> by_name_;
@@ -157,8 +217,12 @@ inline constexpr int64_t kDefaultMinParallelBytes = int64_t{1} << 20;
 
 // Writes the whole output, split across `pool` when it has at least
 // `min_parallel_bytes` of output; inline when smaller or when pool is null.
+// An op with more passes (op.then) alternates between `out` and `scratch`
+// (output_bytes(), allocated here when null; the last pass writes `out`), so
+// `scratch` may be the buffer the first pass reads when the number of passes
+// is odd, and must not be otherwise.
 void RunPrepared(const PreparedOp& op, void* out, ThreadPool* pool,
-                 int64_t min_parallel_bytes = kDefaultMinParallelBytes);
+                 int64_t min_parallel_bytes = kDefaultMinParallelBytes, void* scratch = nullptr);
 
 // Registers Reverse, ReverseSequence, Roll and onnx.ReverseSequence.
 void RegisterBuiltinOps(OpRegistry* registry);

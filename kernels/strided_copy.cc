@@ -327,7 +327,13 @@ void ReverseBlocks(void* dst, const void* src, int64_t n, int64_t block, bool st
 }
 
 AxisTransformPlan::AxisTransformPlan(const Shape& shape, int64_t elem_width,
-                                     absl::Span<const DimTransform> per_dim) {
+                                     absl::Span<const DimTransform> per_dim)
+    : AxisTransformPlan(shape, elem_width, per_dim, /*stream=*/false) {
+  if (!empty_) stream_ = NumElements(shape) * elem_width >= StreamingStoreMinBytes();
+}
+
+AxisTransformPlan::AxisTransformPlan(const Shape& shape, int64_t elem_width,
+                                     absl::Span<const DimTransform> per_dim, bool stream) {
   using Kind = DimTransform::Kind;
   for (int64_t d : shape) {
     if (d == 0) empty_ = true;
@@ -345,9 +351,11 @@ AxisTransformPlan::AxisTransformPlan(const Shape& shape, int64_t elem_width,
     if (shape[i] == 1) continue;
     DimTransform t = per_dim[i];
     if (t.kind == Kind::kRoll && t.shift == 0) t = DimTransform::Copy();
+    if (t.kind == Kind::kReverseRoll && t.shift == shape[i] - 1) t = DimTransform::Reverse();
     // 2. Merge neighbours: copy+copy is a copy; reverse+reverse is a reverse
     //    of the flattened dim (index i*n2+j maps to (n1-1-i)*n2 + (n2-1-j)).
-    if (!dims.empty() && t.kind == dims.back().t.kind && t.kind != Kind::kRoll) {
+    if (!dims.empty() && t.kind == dims.back().t.kind &&
+        (t.kind == Kind::kCopy || t.kind == Kind::kReverse)) {
       dims.back().size *= shape[i];
     } else {
       dims.push_back({shape[i], t});
@@ -382,9 +390,16 @@ AxisTransformPlan::AxisTransformPlan(const Shape& shape, int64_t elem_width,
         out.segments.push_back({s, 0, n - s, false});
         break;
       }
+      case Kind::kReverseRoll: {
+        // out[j] = in[(c - j) mod n]: out[0, c] <- in[c..0]; out(c, n) <- in[n-1..c+1].
+        const int64_t c = dims[i].t.shift;
+        out.segments.push_back({0, c, c + 1, true});
+        if (c + 1 < n) out.segments.push_back({c + 1, n - 1, n - 1 - c, true});
+        break;
+      }
     }
   }
-  stream_ = stride >= StreamingStoreMinBytes();
+  stream_ = stream;
 }
 
 void AxisTransformPlan::Recurse(size_t d, const char* in, char* out) const {
@@ -420,8 +435,9 @@ void AxisTransformPlan::Rows(size_t d, const char* in, int64_t in_step, char* ou
     }
     const int64_t row_bytes = inner.size * block_;
 #if defined(__x86_64__)
-    if (stream_ && inner.segments.size() == 2 && row_bytes <= kRollScratchBytes &&
-        row_bytes % 64 == 0 && reinterpret_cast<uintptr_t>(out) % 64 == 0 && out_step % 64 == 0) {
+    const bool rolled = inner.segments.size() == 2 && !inner.segments[0].reversed;
+    if (stream_ && rolled && row_bytes <= kRollScratchBytes && row_bytes % 64 == 0 &&
+        reinterpret_cast<uintptr_t>(out) % 64 == 0 && out_step % 64 == 0) {
       // Roll along the innermost dim, output past the cache, short rows of
       // whole aligned lines (the server's big outputs are page-aligned).
       // Longer rows are two long copies below, whose one shared line does
@@ -436,7 +452,7 @@ void AxisTransformPlan::Rows(size_t d, const char* in, int64_t in_step, char* ou
       return;
     }
 #endif
-    if (stream_ && inner.segments.size() == 2 && row_bytes <= kRollScratchBytes) {
+    if (stream_ && rolled && row_bytes <= kRollScratchBytes) {
       // Roll along the innermost dim, output past the cache, rows not whole
       // aligned lines: a row is two
       // copies whose seam falls inside a cache line, and a line that takes
@@ -461,7 +477,16 @@ void AxisTransformPlan::Rows(size_t d, const char* in, int64_t in_step, char* ou
   for (int64_t k = 0; k < count; ++k, in += in_step, out += out_step) Recurse(d + 1, in, out);
 }
 
-void AxisTransformPlan::RunRange(const void* in_v, void* out_v, int64_t begin, int64_t end) const {
+void AxisTransformPlan::RunRange(const void* in, void* out, int64_t begin, int64_t end) const {
+  if (empty_ || begin >= end) return;
+  RunRangeUnfenced(in, out, begin, end);
+  // The caller may hand the output to another thread next (ParallelFor's
+  // join, the reply): make the weakly ordered streaming stores visible first.
+  if (stream_) StreamFence();
+}
+
+void AxisTransformPlan::RunRangeUnfenced(const void* in_v, void* out_v, int64_t begin,
+                                         int64_t end) const {
   if (empty_ || begin >= end) return;
   const auto* in = static_cast<const char*>(in_v);
   auto* out = static_cast<char*>(out_v);
@@ -492,9 +517,6 @@ void AxisTransformPlan::RunRange(const void* in_v, void* out_v, int64_t begin, i
     Rows(0, in + in_first * dim.stride, in_step, out + (s.out_start + k0) * dim.stride, dim.stride,
          k1 - k0);
   }
-  // The caller may hand the output to another thread next (ParallelFor's
-  // join, the reply): make the weakly ordered streaming stores visible first.
-  if (stream_) StreamFence();
 }
 
 }  // namespace tensorops

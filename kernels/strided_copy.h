@@ -31,16 +31,23 @@ void ReverseBlocks(void* dst, const void* src, int64_t n, int64_t block, bool st
 void ReverseRows(void* dst, const void* src, int64_t n, int64_t block, int64_t rows,
                  int64_t dst_step, int64_t src_step, bool stream = false);
 
-// What happens along one dimension of a same-shape op.
+// What happens along one dimension of a same-shape op: output index j reads
+// input index
+//   kCopy:        j
+//   kReverse:     n-1-j
+//   kRoll:        (j - shift) mod n
+//   kReverseRoll: (shift - j) mod n  (a reversal then a roll: what a chain of
+//                 Reverses and Rolls along one axis composes to)
 struct DimTransform {
-  enum class Kind { kCopy, kReverse, kRoll };
+  enum class Kind { kCopy, kReverse, kRoll, kReverseRoll };
   Kind kind = Kind::kCopy;
-  // kRoll only: already reduced to [0, size) (a size-0 dim has shift 0).
+  // kRoll, kReverseRoll: already reduced to [0, size) (a size-0 dim has 0).
   int64_t shift = 0;
 
   static DimTransform Copy() { return {Kind::kCopy, 0}; }
   static DimTransform Reverse() { return {Kind::kReverse, 0}; }
   static DimTransform Roll(int64_t s) { return {Kind::kRoll, s}; }
+  static DimTransform ReverseRoll(int64_t s) { return {Kind::kReverseRoll, s}; }
 };
 
 class AxisTransformPlan {
@@ -48,8 +55,17 @@ class AxisTransformPlan {
   // `per_dim` has one entry per dim of `shape`; the shape is validated.
   AxisTransformPlan(const Shape& shape, int64_t elem_width, absl::Span<const DimTransform> per_dim);
 
+  // The same, choosing streaming stores by `stream` instead of by the
+  // tensor's own size: for a plan that moves one block of a bigger output
+  // (a fused chain's inner dims).
+  AxisTransformPlan(const Shape& shape, int64_t elem_width, absl::Span<const DimTransform> per_dim,
+                    bool stream);
+
   // out = transform(in); both buffers hold the whole tensor.
   void Run(const void* in, void* out) const { RunRange(in, out, 0, outer_size()); }
+  // Run without the closing fence: for a caller that runs many blocks and
+  // fences once (StreamFence) before another thread may read the output.
+  void RunUnfenced(const void* in, void* out) const { RunRangeUnfenced(in, out, 0, outer_size()); }
 
   // Writes only output rows [begin, end) of the outermost simplified dim, so
   // workers can split one tensor without overlapping writes.
@@ -79,6 +95,7 @@ class AxisTransformPlan {
     absl::InlinedVector<Segment, 2> segments;
   };
 
+  void RunRangeUnfenced(const void* in, void* out, int64_t begin, int64_t end) const;
   void Recurse(size_t d, const char* in, char* out) const;
   // `count` rows of dim d (d + 1 is the innermost dim), the first at
   // in/out, stepping in_step/out_step bytes: one ReverseRows call when the

@@ -1,12 +1,10 @@
 // ONNX ReverseSequence: the same movement as ReverseSequence-1 with ONNX's
 // attribute names (time_axis), defaults (batch_axis 1, time_axis 0) and rules
 // (axes 0 or 1 only; sequence_lens INT64, INT32 also accepted).
-#include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/ops/ops.h"
-#include "kernels/sequence_reverse.h"
 #include "kernels/status_macros.h"
 #include "kernels/tensor_values.h"
 
@@ -21,8 +19,8 @@ absl::Status CheckZeroOrOne(absl::string_view name, int64_t v) {
       absl::StrCat(kOp, ": attribute '", name, "' = ", v, " must be 0 or 1"));
 }
 
-absl::StatusOr<PreparedOp> PrepareOnnxReverseSequence(absl::Span<const TensorView> inputs,
-                                                      const Attrs& attrs) {
+absl::StatusOr<Movement> DescribeOnnxReverseSequence(absl::Span<const TensorView> inputs,
+                                                     const Attrs& attrs) {
   const TensorView& data = inputs[0];
   const TensorView& lengths_t = inputs[1];
   ASSIGN_OR_RETURN(int64_t batch_axis, GetIntAttr(attrs, kOp, "batch_axis", 1));
@@ -50,11 +48,9 @@ absl::StatusOr<PreparedOp> PrepareOnnxReverseSequence(absl::Span<const TensorVie
                                                      "] (input_shape[time_axis])"));
     }
   }
-  auto plan = std::make_shared<SequenceReversePlan>(data.shape, ElementWidth(data.dtype),
-                                                    batch_axis, time_axis, std::move(lengths));
-  const void* in = data.data;
-  return PreparedOp{data.dtype, data.shape, plan->units(),
-                    [plan, in](void* out, int64_t b, int64_t e) { plan->RunRange(in, out, b, e); }};
+  Movement m;
+  m.sequence = Movement::Sequence{batch_axis, time_axis, std::move(lengths)};
+  return m;
 }
 
 }  // namespace
@@ -80,7 +76,8 @@ OpDef OnnxReverseSequenceOpDef() {
        "0 | 1, different from batch_axis"},
   };
   spec.outputs = {{"Y", "Same type and shape as input."}};
-  return OpDef{std::move(spec), &PrepareOnnxReverseSequence, &OutputLikeFirstInput};
+  return OpDef{std::move(spec), &PrepareFromMovement<&DescribeOnnxReverseSequence>,
+               &OutputLikeFirstInput, &DescribeOnnxReverseSequence};
 }
 
 }  // namespace tensorops

@@ -5,7 +5,9 @@
 
 #include <vector>
 
+#include "kernels/chain_plan.h"
 #include "kernels/op_registry.h"
+#include "kernels/status_macros.h"
 
 namespace tensorops {
 
@@ -13,6 +15,15 @@ OpDef ReverseOpDef();
 OpDef ReverseSequenceOpDef();
 OpDef RollOpDef();
 OpDef OnnxReverseSequenceOpDef();
+
+// The PrepareFn of an op described by a MovementFn: its single-op plan.
+template <MovementFn Describe>
+absl::StatusOr<PreparedOp> PrepareFromMovement(absl::Span<const TensorView> inputs,
+                                               const Attrs& attrs) {
+  ASSIGN_OR_RETURN(Movement m, Describe(inputs, attrs));
+  return PlanMovements(inputs[0].dtype, inputs[0].shape, inputs[0].data,
+                       absl::MakeConstSpan(&m, 1));
+}
 
 // Type sets used in several OpSpecs.
 std::vector<DType> AllTypes();

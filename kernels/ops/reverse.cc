@@ -1,6 +1,5 @@
 // OpenVINO Reverse-1: reverse the data along the axes given as indices
 // (mode "index") or as a per-axis BOOL mask (mode "mask").
-#include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -15,7 +14,7 @@ namespace {
 
 constexpr char kOp[] = "Reverse";
 
-absl::StatusOr<PreparedOp> PrepareReverse(absl::Span<const TensorView> inputs, const Attrs& attrs) {
+absl::StatusOr<Movement> DescribeReverse(absl::Span<const TensorView> inputs, const Attrs& attrs) {
   const TensorView& data = inputs[0];
   const TensorView& axis = inputs[1];
   ASSIGN_OR_RETURN(std::string mode, GetStringAttr(attrs, kOp, "mode", std::nullopt));
@@ -54,14 +53,12 @@ absl::StatusOr<PreparedOp> PrepareReverse(absl::Span<const TensorView> inputs, c
     return absl::InvalidArgumentError(absl::StrCat(kOp, ": attribute 'mode' = ", BoundedQuote(mode),
                                                    " must be \"index\" or \"mask\""));
   }
-  std::vector<DimTransform> per_dim(rank);
+  Movement m;
+  m.axes.resize(rank);
   for (int64_t d = 0; d < rank; ++d) {
-    per_dim[d] = reversed[d] ? DimTransform::Reverse() : DimTransform::Copy();
+    m.axes[d] = reversed[d] ? DimTransform::Reverse() : DimTransform::Copy();
   }
-  auto plan = std::make_shared<AxisTransformPlan>(data.shape, ElementWidth(data.dtype), per_dim);
-  const void* in = data.data;
-  return PreparedOp{data.dtype, data.shape, plan->outer_size(),
-                    [plan, in](void* out, int64_t b, int64_t e) { plan->RunRange(in, out, b, e); }};
+  return m;
 }
 
 }  // namespace
@@ -88,7 +85,8 @@ OpDef ReverseOpDef() {
   spec.attrs = {{"mode", "string", "How to read the 'axis' input: as indices or as a mask.", true,
                  "", "index | mask"}};
   spec.outputs = {{"output", "The reversed tensor: same type and shape as data."}};
-  return OpDef{std::move(spec), &PrepareReverse, &OutputLikeFirstInput};
+  return OpDef{std::move(spec), &PrepareFromMovement<&DescribeReverse>, &OutputLikeFirstInput,
+               &DescribeReverse};
 }
 
 }  // namespace tensorops

@@ -1,11 +1,9 @@
 // OpenVINO ReverseSequence-1: for each slice along batch_axis, reverse the
 // first seq_lengths[i] elements along seq_axis.
-#include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/ops/ops.h"
-#include "kernels/sequence_reverse.h"
 #include "kernels/shape.h"
 #include "kernels/status_macros.h"
 #include "kernels/tensor_values.h"
@@ -15,8 +13,8 @@ namespace {
 
 constexpr char kOp[] = "ReverseSequence";
 
-absl::StatusOr<PreparedOp> PrepareReverseSequence(absl::Span<const TensorView> inputs,
-                                                  const Attrs& attrs) {
+absl::StatusOr<Movement> DescribeReverseSequence(absl::Span<const TensorView> inputs,
+                                                 const Attrs& attrs) {
   const TensorView& data = inputs[0];
   const TensorView& lengths_t = inputs[1];
   const int64_t rank = data.rank();
@@ -47,11 +45,9 @@ absl::StatusOr<PreparedOp> PrepareReverseSequence(absl::Span<const TensorView> i
                                                      "] (data_shape[seq_axis])"));
     }
   }
-  auto plan = std::make_shared<SequenceReversePlan>(data.shape, ElementWidth(data.dtype),
-                                                    batch_axis, seq_axis, std::move(lengths));
-  const void* in = data.data;
-  return PreparedOp{data.dtype, data.shape, plan->units(),
-                    [plan, in](void* out, int64_t b, int64_t e) { plan->RunRange(in, out, b, e); }};
+  Movement m;
+  m.sequence = Movement::Sequence{batch_axis, seq_axis, std::move(lengths)};
+  return m;
 }
 
 }  // namespace
@@ -78,7 +74,8 @@ OpDef ReverseSequenceOpDef() {
        "[-rank(data), rank(data) - 1], different from batch_axis"},
   };
   spec.outputs = {{"output", "Same type and shape as data."}};
-  return OpDef{std::move(spec), &PrepareReverseSequence, &OutputLikeFirstInput};
+  return OpDef{std::move(spec), &PrepareFromMovement<&DescribeReverseSequence>,
+               &OutputLikeFirstInput, &DescribeReverseSequence};
 }
 
 }  // namespace tensorops

@@ -1,5 +1,4 @@
 // OpenVINO Roll-7: shift elements along the given axes, wrapping around.
-#include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -14,7 +13,7 @@ namespace {
 
 constexpr char kOp[] = "Roll";
 
-absl::StatusOr<PreparedOp> PrepareRoll(absl::Span<const TensorView> inputs, const Attrs&) {
+absl::StatusOr<Movement> DescribeRoll(absl::Span<const TensorView> inputs, const Attrs&) {
   const TensorView& data = inputs[0];
   ASSIGN_OR_RETURN(std::vector<int64_t> shifts, ReadIntegers(inputs[1], "Roll: shift"));
   ASSIGN_OR_RETURN(std::vector<int64_t> axes, ReadIntegers(inputs[2], "Roll: axes"));
@@ -37,14 +36,12 @@ absl::StatusOr<PreparedOp> PrepareRoll(absl::Span<const TensorView> inputs, cons
     if (r < 0) r += n;
     total[a] = (total[a] + r) % n;
   }
-  std::vector<DimTransform> per_dim(rank);
+  Movement m;
+  m.axes.resize(rank);
   for (int64_t d = 0; d < rank; ++d) {
-    per_dim[d] = total[d] == 0 ? DimTransform::Copy() : DimTransform::Roll(total[d]);
+    m.axes[d] = total[d] == 0 ? DimTransform::Copy() : DimTransform::Roll(total[d]);
   }
-  auto plan = std::make_shared<AxisTransformPlan>(data.shape, ElementWidth(data.dtype), per_dim);
-  const void* in = data.data;
-  return PreparedOp{data.dtype, data.shape, plan->outer_size(),
-                    [plan, in](void* out, int64_t b, int64_t e) { plan->RunRange(in, out, b, e); }};
+  return m;
 }
 
 }  // namespace
@@ -71,7 +68,8 @@ OpDef RollOpDef() {
        index_types, 0, 1},
   };
   spec.outputs = {{"output", "The rolled tensor: same type and shape as data."}};
-  return OpDef{std::move(spec), &PrepareRoll, &OutputLikeFirstInput};
+  return OpDef{std::move(spec), &PrepareFromMovement<&DescribeRoll>, &OutputLikeFirstInput,
+               &DescribeRoll};
 }
 
 }  // namespace tensorops

@@ -126,7 +126,8 @@ void Call::RunUnary(absl::string_view op, int64_t request_bytes, PrepareFn prepa
   }
   if (status.ok()) {
     timeout_ = prepared_->timeout();
-    status = Admit(request_bytes_ + prepared_->output_bytes(), AdmissionController::Queue::kNow);
+    status = Admit(request_bytes_ + prepared_->output_bytes() + prepared_->scratch_bytes(),
+                   AdmissionController::Queue::kNow);
   }
   if (!status.ok()) {
     EndUnary(status);
@@ -135,7 +136,9 @@ void Call::RunUnary(absl::string_view op, int64_t request_bytes, PrepareFn prepa
   Run(
       prepared_->output_bytes(),
       [this](ThreadPool* pool, int64_t min_parallel_bytes) {
-        return prepared_->Run(pool, min_parallel_bytes);
+        absl::Status s = prepared_->Run(pool, min_parallel_bytes);
+        if (s.ok()) RecordChainSteps(prepared_->chain());
+        return s;
       },
       [this](absl::Status status) { EndUnary(status); });
 }

@@ -145,6 +145,10 @@ class PreparedCall {
   virtual ~PreparedCall() = default;
   // Bytes of output the kernel writes (admission; inline or on the pool).
   virtual int64_t output_bytes() const = 0;
+  // Bytes the kernel needs besides its output (a chain run in passes).
+  virtual int64_t scratch_bytes() const { return 0; }
+  // A chain's ops after the first (metrics); empty for a single op.
+  virtual absl::Span<const OpDef* const> chain() const { return {}; }
   // Runs the kernel, splitting it across `pool` from `min_parallel_bytes` of
   // output, and writes the result into the reply.
   virtual absl::Status Run(ThreadPool* pool, int64_t min_parallel_bytes) = 0;
@@ -162,6 +166,8 @@ std::unique_ptr<PreparedCall> IntoReply(std::unique_ptr<Prepared> prepared, Repl
    public:
     Bound(std::unique_ptr<Prepared> p, Reply* r) : prepared_(std::move(p)), reply_(r) {}
     int64_t output_bytes() const override { return prepared_->output_bytes(); }
+    int64_t scratch_bytes() const override { return prepared_->scratch_bytes(); }
+    absl::Span<const OpDef* const> chain() const override { return prepared_->chain(); }
     absl::Status Run(ThreadPool* pool, int64_t min_parallel_bytes) override {
       if constexpr (std::is_void_v<decltype(prepared_->Run(reply_, pool, min_parallel_bytes))>) {
         prepared_->Run(reply_, pool, min_parallel_bytes);
@@ -209,7 +215,7 @@ class Call {
 
   // The unary sequence, once for every unary front door: SetOp(op, the op
   // the registry finds), Open, `prepare` (on the calling thread), Admit of
-  // request_bytes + output bytes with Queue::kNow, Run of the prepared call,
+  // request_bytes + output and scratch bytes with Queue::kNow, Run of the prepared call,
   // Finish(status, request_bytes, reply_bytes() if OK). Any step's error
   // finishes the call with it. The prepared call is destroyed before Finish.
   void RunUnary(absl::string_view op, int64_t request_bytes, PrepareFn prepare,
@@ -240,6 +246,11 @@ class Call {
   // finishes the RPC. The admission ticket stays held until the Call is
   // destroyed, which the owning reactor does in OnDone.
   void Finish(const absl::Status& status, int64_t bytes_in, int64_t bytes_out);
+
+  // A chain's kernel ran: counts its steps' ops (tensorops_chain_steps_total).
+  void RecordChainSteps(absl::Span<const OpDef* const> steps) {
+    pipeline_->metrics_->RecordChainSteps(steps);
+  }
 
   grpc::CallbackServerContext* context() const { return ctx_; }
 

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/status_macros.h"
 #include "wire/attrs_codec.h"
+#include "wire/chain_codec.h"
 
 namespace tensorops {
 
@@ -30,12 +31,19 @@ absl::StatusOr<std::unique_ptr<PreparedExecution>> PreparedExecution::Make(
     views.push_back(t.view);
     exec->inputs_.push_back(std::move(t));
   }
-  ASSIGN_OR_RETURN(exec->op_, registry.Prepare(request.op(), views, DecodeAttrs(request.attrs())));
-  // The output is allocated only when the kernel runs; count it now.
-  if (exec->output_bytes() > limits.max_request_bytes - request_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "request needs ", request_bytes, " bytes of decoded inputs plus ", exec->output_bytes(),
-        " bytes of output; the limit is ", limits.max_request_bytes, " (--max_request_bytes)"));
+  // A chain's steps: their own (small) inputs decoded under the same limits.
+  ASSIGN_OR_RETURN(std::vector<ChainStep> steps,
+                   DecodeChain(request.then(), limits, &request_bytes, &exec->inputs_));
+  ASSIGN_OR_RETURN(exec->op_,
+                   registry.PrepareChain(request.op(), views, DecodeAttrs(request.attrs()), steps));
+  // The output (and a chain's scratch) is allocated only when the kernel
+  // runs; count it now.
+  const int64_t run_bytes = exec->output_bytes() + exec->op_.scratch_bytes();
+  if (run_bytes > limits.max_request_bytes - request_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("request needs ", request_bytes, " bytes of decoded inputs plus ", run_bytes,
+                     " bytes of output", exec->op_.scratch_bytes() > 0 ? " and scratch" : "",
+                     "; the limit is ", limits.max_request_bytes, " (--max_request_bytes)"));
   }
   // The reply's encoding (raw or typed fields) mirrors the first input's: the
   // protocol's rule, whatever the output's type (which Prepare checked

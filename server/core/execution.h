@@ -21,7 +21,8 @@ class PreparedExecution {
  public:
   // Decodes every input and the attributes and runs the op's validation,
   // enforcing `limits` (per tensor while decoding; decoded inputs plus the
-  // output against max_request_bytes).
+  // output against max_request_bytes). A chain (request.then) is validated
+  // step by step and planned as one op (OpRegistry::PrepareChain).
   static absl::StatusOr<std::unique_ptr<PreparedExecution>> Make(
       const OpRegistry& registry, const v1::ExecuteRequest& request,
       const RequestLimits& limits = RequestLimits());
@@ -34,6 +35,10 @@ class PreparedExecution {
 
   // Bytes of output the kernel writes (for metrics and admission later).
   int64_t output_bytes() const;
+  // Bytes a chain that runs in passes needs besides (admission counts them).
+  int64_t scratch_bytes() const { return op_.scratch_bytes(); }
+  // A chain's ops after the first (empty: a single op).
+  absl::Span<const OpDef* const> chain() const { return op_.chain; }
 
  private:
   PreparedExecution() = default;

@@ -151,6 +151,8 @@ struct Metrics::Impl {
   std::vector<std::array<prometheus::Counter*, kNumDropReasons>> dropped;
   std::array<prometheus::Counter*, kNumLimits> rejected{};
   prometheus::Counter* retried_calls = nullptr;
+  // [op_index], known ops only: ops run as chain steps after the first.
+  std::vector<prometheus::Counter*> chain_steps;
   prometheus::Gauge* inflight_requests = nullptr;
   prometheus::Gauge* inflight_bytes = nullptr;
   prometheus::Gauge* queue_depth = nullptr;
@@ -292,6 +294,16 @@ Metrics::Metrics(const std::vector<std::string>& ops)
                          .Register(*registry_)
                          .Add({});
 
+  auto& chain_steps = prometheus::BuildCounter()
+                          .Name("tensorops_chain_steps_total")
+                          .Help(
+                              "Ops that ran as steps of a chain after its first op (the call "
+                              "itself counts once, under its first op).")
+                          .Register(*registry_);
+  for (int op = 0; op < m.unknown_index; ++op) {
+    m.chain_steps.push_back(&chain_steps.Add({{"op", m.op_names[op]}}));
+  }
+
   m.inflight_requests = &prometheus::BuildGauge()
                              .Name("tensorops_inflight_requests")
                              .Help(
@@ -426,6 +438,13 @@ void Metrics::RecordRejected(Limit limit) {
 }
 
 void Metrics::RecordRetriedCall() { impl_->retried_calls->Increment(); }
+
+void Metrics::RecordChainSteps(absl::Span<const OpDef* const> steps) {
+  for (const OpDef* def : steps) {
+    const int op = OpIndex(def->spec.name);
+    if (op < impl_->unknown_index) impl_->chain_steps[op]->Increment();
+  }
+}
 
 void Metrics::SetAdmission(int64_t inflight_requests, int64_t inflight_bytes, int64_t queued) {
   impl_->inflight_requests->Set(static_cast<double>(inflight_requests));

@@ -15,6 +15,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "kernels/op_registry.h"
 
 namespace prometheus {
 class Exposer;
@@ -80,6 +82,8 @@ class Metrics {
   // A call that arrived as a retry of an earlier attempt (gRPC's
   // grpc-previous-rpc-attempts metadata): clients' retries, where they land.
   void RecordRetriedCall();
+  // The ops a chain ran after its first (each counted once per step).
+  void RecordChainSteps(absl::Span<const OpDef* const> steps);
 
   // Admission control's state (its Observer): admitted calls, their bytes,
   // calls waiting in the queue.

@@ -9,6 +9,7 @@
 #include "kernels/shape.h"
 #include "kernels/status_macros.h"
 #include "wire/attrs_codec.h"
+#include "wire/chain_codec.h"
 #include "wire/crc32.h"
 #include "wire/tensor_codec.h"
 
@@ -78,6 +79,18 @@ absl::StatusOr<std::unique_ptr<StreamedExecution>> StreamedExecution::Begin(
   // What the op will write, from its inference: reserved (and budgeted)
   // before a byte is uploaded.
   ASSIGN_OR_RETURN(std::vector<TensorType> outputs, s->def_->infer(views, s->attrs_));
+  // A chain's steps come whole in the header: each is checked now, before
+  // the upload, with the first op's output as its first input. A chain
+  // keeps the type and shape, so the output below is the chain's.
+  if (header.then_size() > 0) {
+    s->chain_ = header.then();
+    int64_t step_bytes = 0;
+    ASSIGN_OR_RETURN(s->steps_, DecodeChain(s->chain_, limits, &step_bytes, &s->chain_inputs_));
+    if (outputs.size() == 1) {
+      RETURN_IF_ERROR(registry.CheckChain(outputs[0], s->steps_).status());
+    }
+    for (const ChainStep& step : s->steps_) s->chain_ops_.push_back(registry.Find(step.op));
+  }
   if (outputs.size() != 1) {
     return absl::UnimplementedError(
         absl::StrCat(s->def_->spec.name, " has ", outputs.size(),
@@ -180,9 +193,23 @@ absl::Status StreamedExecution::Run(ThreadPool* pool, int64_t min_parallel_bytes
   views.reserve(inputs_.size());
   for (const Input& in : inputs_) views.push_back(in.tensor.view());
   // Prepare checks the plan against the op's inference, which Begin budgeted.
-  ASSIGN_OR_RETURN(PreparedOp op, registry_->Prepare(def_->spec.name, views, attrs_));
-  output_ = std::make_shared<Tensor>(op.dtype, op.shape);
-  RunPrepared(op, output_->mutable_data(), pool, min_parallel_bytes);
+  ASSIGN_OR_RETURN(PreparedOp op, registry_->PrepareChain(def_->spec.name, views, attrs_, steps_));
+  if (op.then.empty()) {
+    output_ = std::make_shared<Tensor>(op.dtype, op.shape);
+    RunPrepared(op, output_->mutable_data(), pool, min_parallel_bytes);
+  } else {
+    // A chain run in passes: only the first pass reads the data input
+    // (the chain's type and shape), so the passes alternate between it and
+    // one new tensor, and the chain costs no memory beyond its input and
+    // output. With an even number of passes the last one lands in the input.
+    Tensor& data = inputs_[0].tensor;
+    Tensor other(op.dtype, op.shape);
+    const bool even = (op.then.size() + 1) % 2 == 0;
+    Tensor& out = even ? data : other;
+    RunPrepared(op, out.mutable_data(), pool, min_parallel_bytes,
+                (even ? other : data).mutable_data());
+    output_ = std::make_shared<Tensor>(std::move(out));
+  }
   inputs_.clear();  // the kernel's views die with `op` at return; nothing reads them after
   output_crc_ = Crc32(0, output_->data(), output_bytes_, pool);
   return absl::OkStatus();

@@ -2,7 +2,8 @@
 // arrive and leave in chunks (tensors too big for one message).
 //
 //   Begin(header)   validates everything that does not need the data (op,
-//                   attrs names, input count, types, ranks, sizes, limits)
+//                   attrs names, input count, types, ranks, sizes, limits;
+//                   a chain's steps, whose inputs come in the header)
 //                   before a byte is allocated or uploaded;
 //   AddChunk()...   copies each chunk into its input, in order, updating the
 //                   input's CRC-32;
@@ -31,6 +32,7 @@
 #include "kernels/thread_pool.h"
 #include "tensorops/v1/tensorops.pb.h"
 #include "wire/limits.h"
+#include "wire/tensor_codec.h"
 
 namespace tensorops {
 
@@ -46,6 +48,8 @@ class StreamedExecution {
 
   // Canonical op name (for metrics and logs).
   const std::string& op_name() const { return def_->spec.name; }
+  // A chain's ops after the first (for metrics), known from Begin.
+  absl::Span<const OpDef* const> chain() const { return chain_ops_; }
   // Bytes of all inputs plus the output: what the call holds at its peak.
   int64_t budget_bytes() const { return input_bytes_ + output_bytes_; }
   int64_t input_bytes() const { return input_bytes_; }
@@ -98,6 +102,11 @@ class StreamedExecution {
   const OpRegistry* registry_ = nullptr;
   const OpDef* def_ = nullptr;
   Attrs attrs_;
+  // A chain's steps (the header's copy; their inputs decoded from it).
+  google::protobuf::RepeatedPtrField<v1::Step> chain_;
+  std::vector<DecodedTensor> chain_inputs_;
+  std::vector<ChainStep> steps_;
+  std::vector<const OpDef*> chain_ops_;
   RequestLimits limits_;
   std::vector<Input> inputs_;
   int64_t input_bytes_ = 0;

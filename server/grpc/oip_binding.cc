@@ -255,6 +255,8 @@ std::unique_ptr<PreparedCall> ModelInferCall(std::unique_ptr<PreparedInfer> prep
     Bound(std::unique_ptr<PreparedInfer> p, ModelInferResponse* r)
         : prepared_(std::move(p)), response_(r) {}
     int64_t output_bytes() const override { return prepared_->output_bytes(); }
+    int64_t scratch_bytes() const override { return prepared_->scratch_bytes(); }
+    absl::Span<const OpDef* const> chain() const override { return prepared_->chain(); }
     absl::Duration timeout() const override { return prepared_->timeout(); }
     absl::Status Run(ThreadPool* pool, int64_t min_parallel_bytes) override {
       return RunModelInfer(*prepared_, response_, pool, min_parallel_bytes);

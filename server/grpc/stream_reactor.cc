@@ -156,7 +156,9 @@ class ExecuteStreamReactor final : public StreamReactor {
     call_.Run(
         exec_->output_bytes(),
         [this](ThreadPool* pool, int64_t min_parallel_bytes) {
-          return exec_->Run(pool, min_parallel_bytes);
+          absl::Status s = exec_->Run(pool, min_parallel_bytes);
+          if (s.ok()) call_.RecordChainSteps(exec_->chain());
+          return s;
         },
         [this](absl::Status status) {
           if (!status.ok()) {

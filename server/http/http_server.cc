@@ -670,6 +670,8 @@ class InferCall {
     Prepared(InferCall* call, std::unique_ptr<PreparedInfer> p)
         : call_(call), prepared_(std::move(p)) {}
     int64_t output_bytes() const override { return prepared_->output_bytes(); }
+    int64_t scratch_bytes() const override { return prepared_->scratch_bytes(); }
+    absl::Span<const OpDef* const> chain() const override { return prepared_->chain(); }
     absl::Duration timeout() const override { return prepared_->timeout(); }
     absl::Status Run(ThreadPool* pool, int64_t min_parallel_bytes) override {
       RETURN_IF_ERROR(prepared_->Run(&call_->response_, pool, min_parallel_bytes));

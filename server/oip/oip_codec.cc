@@ -11,6 +11,7 @@
 #include "kernels/shape.h"
 #include "kernels/status_macros.h"
 #include "server/oip/sigbus_guard.h"
+#include "wire/chain_codec.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "oip_codec.cc assumes a little-endian host (raw contents are used in place)"
@@ -204,9 +205,10 @@ absl::StatusOr<int64_t> ProtocolInteger(const InferParams& params, absl::string_
 absl::StatusOr<Attrs> ParametersToAttrs(const InferParams& params) {
   Attrs attrs;
   for (const auto& [key, value] : params) {
-    if (std::find_if(std::begin(kProtocolParameters), std::end(kProtocolParameters),
+    if (key == kChainParameter ||
+        std::find_if(std::begin(kProtocolParameters), std::end(kProtocolParameters),
                      [&key = key](const char* p) { return key == p; }) !=
-        std::end(kProtocolParameters)) {
+            std::end(kProtocolParameters)) {
       continue;
     }
     const std::string what = absl::StrCat("parameter ", Quote(key));
@@ -502,11 +504,27 @@ absl::StatusOr<std::unique_ptr<PreparedInfer>> PreparedInfer::Make(const OpRegis
     p->inputs_.push_back(std::move(t));
   }
 
-  ASSIGN_OR_RETURN(p->op_, registry.Prepare(spec.name, views, attrs));
-  if (p->output_bytes() > limits.max_request_bytes - p->input_bytes_) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "request needs ", p->input_bytes_, " bytes of decoded inputs plus ", p->output_bytes(),
-        " bytes of output; the limit is ", limits.max_request_bytes, " (--max_request_bytes)"));
+  // A chain: the `then` parameter's steps after this model's op.
+  std::vector<ChainStep> steps;
+  for (const auto& [key, value] : request.parameters) {
+    if (key != kChainParameter) continue;
+    const std::string what = absl::StrCat("parameter '", kChainParameter, "'");
+    if (value.kind != InferParam::Kind::kString) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " must be a string: a JSON array of tensorops.v1.Step objects"));
+    }
+    auto chain = std::make_unique<google::protobuf::RepeatedPtrField<v1::Step>>();
+    ASSIGN_OR_RETURN(*chain, ParseChainJson(value.string_value, what));
+    ASSIGN_OR_RETURN(steps, DecodeChain(*chain, limits, &p->input_bytes_, &p->chain_inputs_));
+    p->chain_ = std::move(chain);
+  }
+  ASSIGN_OR_RETURN(p->op_, registry.PrepareChain(spec.name, views, attrs, steps));
+  const int64_t run_bytes = p->output_bytes() + p->scratch_bytes();
+  if (run_bytes > limits.max_request_bytes - p->input_bytes_) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("request needs ", p->input_bytes_, " bytes of decoded inputs plus ", run_bytes,
+                     " bytes of output", p->scratch_bytes() > 0 ? " and scratch" : "",
+                     "; the limit is ", limits.max_request_bytes, " (--max_request_bytes)"));
   }
 
   // Outputs: all of them in spec order, or those requested, in request order.
@@ -588,6 +606,13 @@ absl::Status PreparedInfer::RunKernel(void* out, ThreadPool* pool, int64_t min_p
   guarded.run_range = [inner = op_.run_range, faulted](void* o, int64_t b, int64_t e) {
     if (!RunCatchingSigbus([&] { inner(o, b, e); })) faulted->store(true);
   };
+  // A chain run in passes: every pass may write a shared-memory output.
+  for (PreparedOp::Pass& pass : guarded.then) {
+    pass.run_range = [inner = pass.run_range, faulted](const void* i, void* o, int64_t b,
+                                                       int64_t e) {
+      if (!RunCatchingSigbus([&] { inner(i, o, b, e); })) faulted->store(true);
+    };
+  }
   RunPrepared(guarded, out, pool, min_parallel_bytes);
   if (faulted->load()) {
     return absl::InvalidArgumentError(

@@ -13,6 +13,10 @@
 //  - request parameters are op attributes (`mode` as string_param, integer
 //    attributes as int64_param) checked exactly as Execute's attrs; the
 //    protocol's own parameters (kProtocolParameters) are not attributes;
+//  - a chain (../shared/api.md "Chains") is the model's op followed by the
+//    steps of the `then` request parameter: a string holding a JSON array of
+//    tensorops.v1.Step objects (proto3 JSON); the output keeps the model's
+//    output name (docs/cookbook.md "Chains");
 //  - outputs come back in raw_output_contents (or are written to shared memory).
 // Every check of Execute applies (limits, sizes against shapes, overflow,
 // BOOL bytes) and every error names the tensor or parameter.
@@ -36,6 +40,7 @@
 #include "kernels/thread_pool.h"
 #include "server/oip/infer_request.h"
 #include "server/oip/shm_registry.h"
+#include "tensorops/v1/tensorops.pb.h"
 #include "wire/dtypes.h"
 #include "wire/limits.h"
 #include "wire/tensor_codec.h"
@@ -47,6 +52,9 @@ namespace tensorops {
 // deadline does; `priority` is checked (an integer >= 0) and, like the
 // sequence parameters, has no effect (one queue, no sequences).
 extern const char* const kProtocolParameters[7];
+
+// The request parameter that makes a call a chain (see the file comment).
+inline constexpr char kChainParameter[] = "then";
 
 // The version every model has.
 inline constexpr char kModelVersion[] = "1";
@@ -86,6 +94,10 @@ class PreparedInfer {
   const OpDef& op() const { return *def_; }
   // Output bytes the kernel writes (for admission and limits).
   int64_t output_bytes() const { return op_.output_bytes(); }
+  // Bytes a chain run in passes needs besides (for admission).
+  int64_t scratch_bytes() const { return op_.scratch_bytes(); }
+  // The ops after the model's own (the `then` parameter; empty without one).
+  absl::Span<const OpDef* const> chain() const { return op_.chain; }
   // Bytes of the decoded inputs.
   int64_t input_bytes() const { return input_bytes_; }
   // The request's `timeout` parameter (microseconds after arrival by which
@@ -125,6 +137,9 @@ class PreparedInfer {
   std::vector<ShmUse> shm_inputs_;
   bool data_in_shm_ = false;
   std::vector<Output> outputs_;
+  // A chain's steps (the `then` parameter) and their decoded inputs.
+  std::unique_ptr<google::protobuf::RepeatedPtrField<v1::Step>> chain_;
+  std::vector<DecodedTensor> chain_inputs_;
   PreparedOp op_;
   int64_t input_bytes_ = 0;
   absl::Duration timeout_ = absl::InfiniteDuration();

@@ -103,6 +103,7 @@ for (const { cmd, expect } of blocks.flatMap(commandsIn)) {
   } else {
     const req = JSON.parse(json);
     if (req.attrs) req.attrs = toStruct(req.attrs);
+    for (const step of req.then || []) if (step.attrs) step.attrs = toStruct(step.attrs);
     if (args[0].startsWith('inference.')) mapsToEntries(req);
     res = run([addr, 'call', args[0], JSON.stringify(req)]);
     if (expect.startsWith('# expect-error:')) {

@@ -146,6 +146,7 @@ TEST_F(MetricsTest, EveryFamilyHasHelpAndType) {
       {"tensorops_dropped_requests_total", "counter"},
       {"tensorops_rejected_requests_total", "counter"},
       {"tensorops_retried_calls_total", "counter"},
+      {"tensorops_chain_steps_total", "counter"},
       {"tensorops_inflight_requests", "gauge"},
       {"tensorops_inflight_bytes", "gauge"},
       {"tensorops_queue_depth", "gauge"},
@@ -289,6 +290,24 @@ TEST_F(MetricsTest, ExecuteCountsByCodeAndObservesDurationAndSizes) {
   // The whole-request histogram is separate from queue/kernel time.
   ExpectHistogram(body, "tensorops_kernel_duration_seconds", {{"op", "Roll"}}, kDurationBuckets,
                   {});
+}
+
+TEST_F(MetricsTest, ChainStepsCountTheOpOfEachStep) {
+  OpDef roll, reverse;
+  roll.spec.name = "Roll";
+  reverse.spec.name = "Reverse";
+  const OpDef* const steps[] = {&roll, &reverse, &roll};
+  const std::string before = Scrape();
+  metrics_->RecordChainSteps(steps);
+  metrics_->RecordChainSteps({});  // a single op: nothing
+  const std::string body = Scrape();
+  for (const auto& [op, want] :
+       {std::pair<std::string, double>{"Roll", 2}, {"Reverse", 1}, {"ReverseSequence", 0}}) {
+    SCOPED_TRACE(op);
+    EXPECT_EQ(Value(body, "tensorops_chain_steps_total", {{"op", op}}) -
+                  Value(before, "tensorops_chain_steps_total", {{"op", op}}),
+              want);
+  }
 }
 
 TEST_F(MetricsTest, UnknownOpNamesAreRecordedAsUnknown) {

@@ -1,0 +1,421 @@
+#include "kernels/chain_plan.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/container/inlined_vector.h"
+#include "kernels/sequence_reverse.h"
+#include "kernels/streaming_store.h"
+#include "kernels/strided_copy.h"
+
+namespace tensorops {
+namespace {
+
+using Kind = DimTransform::Kind;
+
+int64_t Mod(int64_t v, int64_t n) {
+  v %= n;
+  return v < 0 ? v + n : v;
+}
+
+// Along one axis of size n: output index j reads input index
+// (sign * j + offset) mod n, sign +-1, offset in [0, n).
+struct AxisMap {
+  int64_t sign = 1;
+  int64_t offset = 0;
+  bool identity() const { return sign == 1 && offset == 0; }
+};
+
+AxisMap FromTransform(const DimTransform& t, int64_t n) {
+  if (n <= 1) return {};
+  switch (t.kind) {
+    case Kind::kCopy:
+      return {};
+    case Kind::kReverse:
+      return {-1, n - 1};
+    case Kind::kRoll:
+      return {1, Mod(-t.shift, n)};
+    case Kind::kReverseRoll:
+      return {-1, t.shift};
+  }
+  return {};
+}
+
+DimTransform ToTransform(const AxisMap& m, int64_t n) {
+  if (n <= 1 || m.identity()) return DimTransform::Copy();
+  if (m.sign == 1) return DimTransform::Roll(Mod(-m.offset, n));
+  return m.offset == n - 1 ? DimTransform::Reverse() : DimTransform::ReverseRoll(m.offset);
+}
+
+// The map that reads through `next` first and then through `prev`:
+// j -> prev(next(j)). A chain's output reads its input at
+// f_1(f_2(...f_K(j))), so steps are folded in as prev = Compose(prev, f_k).
+AxisMap Compose(const AxisMap& prev, const AxisMap& next, int64_t n) {
+  if (n <= 1) return {};
+  return {prev.sign * next.sign, Mod(prev.sign * next.offset + prev.offset, n)};
+}
+
+inline int64_t Apply(const AxisMap& m, int64_t j, int64_t n) {
+  int64_t v = m.sign * j + m.offset;  // in (-n, 2n)
+  if (v >= n) {
+    v -= n;
+  } else if (v < 0) {
+    v += n;
+  }
+  return v;
+}
+
+// Output positions [out, out + count) of one row read input positions
+// x, x + dir, x + 2 dir, ...
+struct Run {
+  int64_t out;
+  int64_t x;
+  int64_t count;
+  int64_t dir;
+};
+using Runs = absl::InlinedVector<Run, 8>;
+
+// Runs read through an axis map: each run splits at most where it wraps,
+// and only one run can contain the wrap, so a step adds at most one run.
+void MapRuns(const AxisMap& m, int64_t n, Runs* runs, Runs* tmp) {
+  tmp->clear();
+  for (const Run& r : *runs) {
+    const int64_t y = Apply(m, r.x, n);
+    const int64_t dir = m.sign * r.dir;
+    const int64_t first = dir > 0 ? std::min(r.count, n - y) : std::min(r.count, y + 1);
+    tmp->push_back({r.out, y, first, dir});
+    if (first < r.count) {
+      tmp->push_back({r.out + first, dir > 0 ? 0 : n - 1, r.count - first, dir});
+    }
+  }
+  std::swap(*runs, *tmp);
+}
+
+// Runs read through a reversal of positions [0, len): one split at len.
+void ReversePrefixRuns(int64_t len, Runs* runs, Runs* tmp) {
+  tmp->clear();
+  for (const Run& r : *runs) {
+    if (r.dir > 0) {
+      const int64_t a = std::clamp<int64_t>(len - r.x, 0, r.count);  // positions < len
+      if (a > 0) tmp->push_back({r.out, len - 1 - r.x, a, -1});
+      if (a < r.count) tmp->push_back({r.out + a, r.x + a, r.count - a, 1});
+    } else {
+      const int64_t b = std::clamp<int64_t>(r.x - len + 1, 0, r.count);  // positions >= len
+      if (b > 0) tmp->push_back({r.out, r.x, b, -1});
+      if (b < r.count) tmp->push_back({r.out + b, len - 1 - (r.x - b), r.count - b, 1});
+    }
+  }
+  std::swap(*runs, *tmp);
+}
+
+// Neighbouring runs that continue each other become one (a Roll undone by
+// another leaves two such).
+void MergeRuns(Runs* runs) {
+  size_t w = 0;
+  for (size_t i = 0; i < runs->size(); ++i) {
+    Run r = (*runs)[i];
+    if (r.count == 1) r.dir = 1;
+    if (w > 0) {
+      Run& last = (*runs)[w - 1];
+      if (last.count == 1 && r.out == last.out + 1 && (r.x == last.x + 1 || r.x == last.x - 1)) {
+        last.dir = r.x - last.x;
+      }
+      if (last.out + last.count == r.out && last.x + last.dir * last.count == r.x &&
+          (r.count == 1 || r.dir == last.dir)) {
+        last.count += r.count;
+        continue;
+      }
+    }
+    (*runs)[w++] = r;
+  }
+  runs->resize(w);
+}
+
+// The composed per-axis maps of a run of Reverse/Roll movements.
+std::vector<AxisMap> ComposeAxes(const Shape& shape, absl::Span<const Movement> steps) {
+  std::vector<AxisMap> maps(shape.size());
+  for (const Movement& m : steps) {
+    for (size_t a = 0; a < shape.size(); ++a) {
+      maps[a] = Compose(maps[a], FromTransform(m.axes[a], shape[a]), shape[a]);
+    }
+  }
+  return maps;
+}
+
+std::vector<DimTransform> ToTransforms(const Shape& shape, const std::vector<AxisMap>& maps) {
+  std::vector<DimTransform> out(shape.size());
+  for (size_t a = 0; a < shape.size(); ++a) out[a] = ToTransform(maps[a], shape[a]);
+  return out;
+}
+
+bool AnySequence(absl::Span<const Movement> steps) {
+  for (const Movement& m : steps) {
+    if (m.sequence.has_value()) return true;
+  }
+  return false;
+}
+
+// A chain with ReverseSequences, walked in rows (see chain_plan.h).
+class FusedChainPlan {
+ public:
+  FusedChainPlan(const Shape& shape, int64_t width, absl::Span<const Movement> steps) {
+    const int64_t rank = static_cast<int64_t>(shape.size());
+    std::vector<bool> coupled(rank, false);
+    std::vector<bool> is_batch(rank, false);
+    int64_t last = -1;
+    for (const Movement& m : steps) {
+      if (!m.sequence) continue;
+      coupled[m.sequence->batch_axis] = coupled[m.sequence->seq_axis] = true;
+      is_batch[m.sequence->batch_axis] = true;
+      last = std::max({last, m.sequence->batch_axis, m.sequence->seq_axis});
+    }
+    // Free axes: every step's map along them, composed once.
+    std::vector<Movement> axis_steps;
+    for (const Movement& m : steps) {
+      if (!m.sequence) axis_steps.push_back(m);
+    }
+    const std::vector<AxisMap> free_maps = ComposeAxes(shape, axis_steps);
+
+    has_piece_ = !is_batch[last];
+    rows_ = has_piece_ ? last : last + 1;
+    piece_n_ = has_piece_ ? shape[last] : 1;
+    // The dims after `last`: one block per row position, by the composed plan.
+    Shape inner_shape(shape.begin() + last + 1, shape.end());
+    std::vector<DimTransform> inner_t;
+    bool inner_identity = true;
+    int64_t inner_elems = 1;
+    for (int64_t a = last + 1; a < rank; ++a) {
+      inner_t.push_back(ToTransform(free_maps[a], shape[a]));
+      inner_identity = inner_identity && inner_t.back().kind == Kind::kCopy;
+      inner_elems *= shape[a];
+    }
+    block_ = inner_elems * width;
+    row_bytes_ = piece_n_ * block_;
+    int64_t total = row_bytes_;
+    for (int64_t a = 0; a < rows_; ++a) total *= shape[a];
+    stream_ = total >= StreamingStoreMinBytes();
+    if (!inner_identity) {
+      inner_ = std::make_unique<AxisTransformPlan>(inner_shape, width, inner_t, stream_);
+    }
+    // Row dims: sizes, strides, free maps.
+    size_.assign(shape.begin(), shape.begin() + rows_);
+    stride_.resize(rows_);
+    int64_t stride = row_bytes_;
+    for (int64_t a = rows_; a-- > 0;) {
+      stride_[a] = stride;
+      stride *= shape[a];
+    }
+    free_.resize(rows_);
+    coupled_row_.resize(rows_);
+    for (int64_t a = 0; a < rows_; ++a) {
+      coupled_row_[a] = coupled[a];
+      free_[a] = coupled[a] ? AxisMap{} : free_maps[a];
+    }
+    // The steps along coupled axes, in chain order (run last to first).
+    for (const Movement& m : steps) {
+      Step s;
+      if (m.sequence) {
+        s.batch = m.sequence->batch_axis;
+        s.seq = m.sequence->seq_axis == last && has_piece_ ? -1 : m.sequence->seq_axis;
+        s.lengths = m.sequence->lengths;
+        for (int64_t& len : s.lengths) {
+          if (len <= 1) len = 0;  // reverses nothing
+        }
+      } else {
+        for (int64_t a = 0; a < rank; ++a) {
+          if (!coupled[a]) continue;
+          const AxisMap map = FromTransform(m.axes[a], shape[a]);
+          if (map.identity()) continue;
+          if (has_piece_ && a == last) {
+            s.piece_map = true;
+            s.piece = map;
+          } else {
+            s.maps.push_back({a, map});
+          }
+        }
+        if (s.maps.empty() && !s.piece_map) continue;
+      }
+      steps_.push_back(std::move(s));
+    }
+  }
+
+  int64_t units() const {
+    int64_t n = 1;
+    for (int64_t d : size_) n *= d;
+    return n;
+  }
+  int64_t row_bytes() const { return row_bytes_; }
+
+  void RunRange(const char* in, char* out, int64_t begin, int64_t end) const {
+    if (begin >= end) return;
+    const int64_t rows = static_cast<int64_t>(size_.size());
+    absl::InlinedVector<int64_t, 8> pos(rows), idx(rows);
+    for (int64_t a = rows, u = begin; a-- > 0;) {
+      pos[a] = u % size_[a];
+      u /= size_[a];
+    }
+    Runs runs, tmp;
+    for (int64_t u = begin; u < end; ++u) {
+      for (int64_t a = 0; a < rows; ++a) {
+        idx[a] = coupled_row_[a] ? pos[a] : Apply(free_[a], pos[a], size_[a]);
+      }
+      runs.assign({Run{0, 0, piece_n_, 1}});
+      for (size_t k = steps_.size(); k-- > 0;) {
+        const Step& s = steps_[k];
+        if (s.batch < 0) {
+          for (const auto& [a, map] : s.maps) idx[a] = Apply(map, idx[a], size_[a]);
+          if (s.piece_map) MapRuns(s.piece, piece_n_, &runs, &tmp);
+          continue;
+        }
+        const int64_t len = s.lengths[idx[s.batch]];
+        if (len == 0) continue;
+        if (s.seq >= 0) {
+          if (idx[s.seq] < len) idx[s.seq] = len - 1 - idx[s.seq];
+        } else {
+          ReversePrefixRuns(len, &runs, &tmp);
+        }
+      }
+      int64_t in_off = 0;
+      for (int64_t a = 0; a < rows; ++a) in_off += idx[a] * stride_[a];
+      CopyRow(in + in_off, out + u * row_bytes_, &runs);
+      // Next output row.
+      for (int64_t a = rows; a-- > 0;) {
+        if (++pos[a] < size_[a]) break;
+        pos[a] = 0;
+      }
+    }
+    // Another thread may read the output next: publish the streaming stores.
+    if (stream_) StreamFence();
+  }
+
+ private:
+  struct Step {
+    int64_t batch = -1;  // >= 0: a ReverseSequence
+    int64_t seq = -1;    // its sequence axis, or -1 when that is the row's piece axis
+    std::vector<int64_t> lengths;
+    absl::InlinedVector<std::pair<int64_t, AxisMap>, 2> maps;  // coupled row axes
+    bool piece_map = false;
+    AxisMap piece;
+  };
+
+  void CopyRow(const char* src, char* dst, Runs* runs) const {
+    if (runs->size() > 1) MergeRuns(runs);
+    for (const Run& r : *runs) {
+      char* d = dst + r.out * block_;
+      if (inner_ != nullptr) {
+        for (int64_t i = 0; i < r.count; ++i) {
+          inner_->RunUnfenced(src + (r.x + r.dir * i) * block_, d + i * block_);
+        }
+      } else if (r.dir > 0) {
+        CopyBytes(d, src + r.x * block_, r.count * block_, stream_);
+      } else {
+        ReverseBlocks(d, src + (r.x - r.count + 1) * block_, r.count, block_, stream_);
+      }
+    }
+  }
+
+  bool has_piece_ = false;
+  int64_t rows_ = 0;     // leading dims walked row by row
+  int64_t piece_n_ = 1;  // positions along the piece axis (1 without one)
+  int64_t block_ = 0;    // bytes per position of the piece axis (the inner dims)
+  int64_t row_bytes_ = 0;
+  bool stream_ = false;
+  std::unique_ptr<AxisTransformPlan> inner_;  // null: the inner dims are copied
+  std::vector<int64_t> size_, stride_;
+  std::vector<bool> coupled_row_;
+  std::vector<AxisMap> free_;
+  std::vector<Step> steps_;
+};
+
+// The passes of a chain that is not fused: runs of Reverse/Roll steps
+// composed into one AxisTransformPlan each, each ReverseSequence its own.
+std::vector<PreparedOp::Pass> Passes(const Shape& shape, int64_t width,
+                                     absl::Span<const Movement> steps) {
+  std::vector<PreparedOp::Pass> passes;
+  size_t i = 0;
+  while (i < steps.size()) {
+    if (steps[i].sequence) {
+      const Movement::Sequence& s = *steps[i].sequence;
+      auto plan =
+          std::make_shared<SequenceReversePlan>(shape, width, s.batch_axis, s.seq_axis, s.lengths);
+      passes.push_back({plan->units(), [plan](const void* in, void* out, int64_t b, int64_t e) {
+                          plan->RunRange(in, out, b, e);
+                        }});
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < steps.size() && !steps[j].sequence) ++j;
+    auto plan = std::make_shared<AxisTransformPlan>(
+        shape, width, ToTransforms(shape, ComposeAxes(shape, steps.subspan(i, j - i))));
+    passes.push_back({plan->outer_size(), [plan](const void* in, void* out, int64_t b, int64_t e) {
+                        plan->RunRange(in, out, b, e);
+                      }});
+    i = j;
+  }
+  return passes;
+}
+
+bool Fusable(const Shape& shape, int64_t width, absl::Span<const Movement> steps) {
+  return !AnySequence(steps) ||
+         FusedChainPlan(shape, width, steps).row_bytes() >= kFusedMinRowBytes;
+}
+
+}  // namespace
+
+PreparedOp PlanMovements(DType dtype, const Shape& shape, const void* in,
+                         absl::Span<const Movement> steps) {
+  const int64_t width = ElementWidth(dtype);
+  PreparedOp op;
+  op.dtype = dtype;
+  op.shape = shape;
+  if (NumElements(shape) == 0) {
+    op.units = 0;
+    op.run_range = [](void*, int64_t, int64_t) {};
+    return op;
+  }
+  if (steps.size() == 1 && steps[0].sequence) {
+    const Movement::Sequence& s = *steps[0].sequence;
+    auto plan =
+        std::make_shared<SequenceReversePlan>(shape, width, s.batch_axis, s.seq_axis, s.lengths);
+    op.units = plan->units();
+    op.run_range = [plan, in](void* out, int64_t b, int64_t e) { plan->RunRange(in, out, b, e); };
+    return op;
+  }
+  if (!AnySequence(steps)) {
+    auto plan = std::make_shared<AxisTransformPlan>(shape, width,
+                                                    ToTransforms(shape, ComposeAxes(shape, steps)));
+    op.units = plan->outer_size();
+    op.run_range = [plan, in](void* out, int64_t b, int64_t e) { plan->RunRange(in, out, b, e); };
+    return op;
+  }
+  auto fused = std::make_shared<FusedChainPlan>(shape, width, steps);
+  if (fused->row_bytes() >= kFusedMinRowBytes) {
+    op.units = fused->units();
+    op.run_range = [fused, in](void* out, int64_t b, int64_t e) {
+      fused->RunRange(static_cast<const char*>(in), static_cast<char*>(out), b, e);
+    };
+    return op;
+  }
+  std::vector<PreparedOp::Pass> passes = Passes(shape, width, steps);
+  PreparedOp::Pass first = std::move(passes.front());
+  op.units = first.units;
+  op.run_range = [run = std::move(first.run_range), in](void* out, int64_t b, int64_t e) {
+    run(in, out, b, e);
+  };
+  op.then.assign(std::make_move_iterator(passes.begin() + 1),
+                 std::make_move_iterator(passes.end()));
+  return op;
+}
+
+int64_t PlannedPasses(DType dtype, const Shape& shape, absl::Span<const Movement> steps) {
+  if (NumElements(shape) == 0 || steps.size() <= 1) return 1;
+  const int64_t width = ElementWidth(dtype);
+  if (Fusable(shape, width, steps)) return 1;
+  return static_cast<int64_t>(Passes(shape, width, steps).size());
+}
+
+}  // namespace tensorops
