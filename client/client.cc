@@ -96,10 +96,12 @@ std::string ServiceConfigJson(const ClientOptions& options) {
   return json;
 }
 
-absl::Status EncodeInput(const Tensor& t, size_t index, v1::Tensor* proto) {
+// `what` prefixes an error: "" for the call's op, "then[i] (Op): " for a
+// chain's step.
+absl::Status EncodeInput(const Tensor& t, absl::string_view what, size_t index, v1::Tensor* proto) {
   absl::Status valid = t.Validate();
   if (!valid.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("inputs[", index, "]: ", valid.message()));
+    return absl::InvalidArgumentError(absl::StrCat(what, "inputs[", index, "]: ", valid.message()));
   }
   proto->set_dtype(static_cast<v1::DataType>(t.dtype()));
   for (int64_t d : t.shape()) proto->add_shape(d);
@@ -169,12 +171,34 @@ struct Client::Impl {
   std::string authorization;  // "Bearer <token>" or empty
 
   absl::Status BuildRequest(absl::string_view op, const Attrs& attrs,
-                            const std::vector<Tensor>& inputs, v1::ExecuteRequest* request) const {
+                            const std::vector<Tensor>& inputs, absl::Span<const ChainStep> then,
+                            v1::ExecuteRequest* request) const {
     request->set_op(std::string(op));
     FillAttrs(attrs, request->mutable_attrs());
     for (size_t i = 0; i < inputs.size(); ++i) {
-      absl::Status st = EncodeInput(inputs[i], i, request->add_inputs());
+      absl::Status st = EncodeInput(inputs[i], "", i, request->add_inputs());
       if (!st.ok()) return st;
+    }
+    return BuildSteps(then, request->mutable_then());
+  }
+
+  // A chain's steps, for ExecuteRequest.then and StreamHeader.then alike
+  // (steps' inputs are small and always travel inline).
+  static absl::Status BuildSteps(absl::Span<const ChainStep> then,
+                                 google::protobuf::RepeatedPtrField<v1::Step>* out) {
+    out->Reserve(static_cast<int>(then.size()));
+    for (size_t s = 0; s < then.size(); ++s) {
+      const ChainStep& step = then[s];
+      v1::Step* proto = out->Add();
+      proto->set_op(step.op);
+      FillAttrs(step.attrs, proto->mutable_attrs());
+      const std::string what = absl::StrCat("then[", s, "] (", step.op, "): ");
+      for (size_t i = 0; i < step.inputs.size(); ++i) {
+        // Numbered in the op's own input order, where the previous output is
+        // inputs[0], as the single call's errors are.
+        absl::Status st = EncodeInput(step.inputs[i], what, i + 1, proto->add_inputs());
+        if (!st.ok()) return st;
+      }
     }
     return absl::OkStatus();
   }
@@ -197,7 +221,8 @@ struct Client::Impl {
     }
   }
 
-  // Whether `call` goes through ExecuteStream.
+  // Whether `call` goes through ExecuteStream. Only `inputs` are streamed:
+  // a chain's steps travel inline, whatever their size.
   bool UseStream(const std::vector<Tensor>& inputs, const CallOptions& call) const {
     if (call.transport == Transport::kUnary) return false;
     if (call.transport == Transport::kStream) return true;
@@ -209,8 +234,12 @@ struct Client::Impl {
     return bytes >= options.stream_threshold_bytes;
   }
 
+  // Execute and chains: one Execute message or ExecuteStream, as UseStream says.
+  ExecuteResult Call(absl::string_view op, const Attrs& attrs, const std::vector<Tensor>& inputs,
+                     absl::Span<const ChainStep> then, const CallOptions& call) const;
   ExecuteResult ExecuteStream(absl::string_view op, const Attrs& attrs,
-                              const std::vector<Tensor>& inputs, const CallOptions& call) const;
+                              const std::vector<Tensor>& inputs, absl::Span<const ChainStep> then,
+                              const CallOptions& call) const;
 };
 
 namespace {
@@ -255,6 +284,7 @@ grpc::ByteBuffer InputChunk(uint32_t index, const Tensor& t, int64_t off, int64_
 
 ExecuteResult Client::Impl::ExecuteStream(absl::string_view op, const Attrs& attrs,
                                           const std::vector<Tensor>& inputs,
+                                          absl::Span<const ChainStep> then,
                                           const CallOptions& call) const {
   v1::ExecuteStreamRequest header_msg;
   v1::StreamHeader* header = header_msg.mutable_header();
@@ -276,6 +306,7 @@ ExecuteResult Client::Impl::ExecuteStream(absl::string_view op, const Attrs& att
     h->set_crc32(Crc32(0, t.bytes().data(), static_cast<int64_t>(t.bytes().size())));
     progress.bytes_to_send += static_cast<int64_t>(t.bytes().size());
   }
+  if (absl::Status st = BuildSteps(then, header->mutable_then()); !st.ok()) return st;
   // Known at once for the ops built into the SDK (their output inference);
   // else from the server's output header.
   progress.expected_bytes_to_receive = client_internal::InferredOutputBytes(*header).value_or(0);
@@ -476,18 +507,24 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& opti
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 
-ExecuteResult Client::Execute(absl::string_view op, const Attrs& attrs,
-                              const std::vector<Tensor>& inputs, const CallOptions& call) const {
-  if (impl_->UseStream(inputs, call)) return impl_->ExecuteStream(op, attrs, inputs, call);
+ExecuteResult Client::Impl::Call(absl::string_view op, const Attrs& attrs,
+                                 const std::vector<Tensor>& inputs,
+                                 absl::Span<const ChainStep> then, const CallOptions& call) const {
+  if (UseStream(inputs, call)) return ExecuteStream(op, attrs, inputs, then, call);
   v1::ExecuteRequest request;
-  absl::Status st = impl_->BuildRequest(op, attrs, inputs, &request);
+  absl::Status st = BuildRequest(op, attrs, inputs, then, &request);
   if (!st.ok()) return st;
   grpc::ClientContext ctx;
-  impl_->SetDeadline(call, &ctx);
+  SetDeadline(call, &ctx);
   v1::ExecuteResponse response;
-  st = FromGrpcStatus(impl_->stub->Execute(&ctx, request, &response));
+  st = FromGrpcStatus(stub->Execute(&ctx, request, &response));
   if (!st.ok()) return st;
   return DecodeResponse(&response);
+}
+
+ExecuteResult Client::Execute(absl::string_view op, const Attrs& attrs,
+                              const std::vector<Tensor>& inputs, const CallOptions& call) const {
+  return impl_->Call(op, attrs, inputs, {}, call);
 }
 
 void Client::ExecuteAsync(absl::string_view op, const Attrs& attrs,
@@ -505,7 +542,7 @@ void Client::ExecuteAsync(absl::string_view op, const Attrs& attrs,
   auto* c = new AsyncCall;
   c->impl = impl_;
   c->done = std::move(done);
-  absl::Status st = impl_->BuildRequest(op, attrs, inputs, &c->request);
+  absl::Status st = impl_->BuildRequest(op, attrs, inputs, {}, &c->request);
   if (!st.ok()) {
     ExecuteCallback cb = std::move(c->done);
     delete c;
@@ -547,31 +584,78 @@ std::future<ExecuteResult> Client::ExecuteFuture(absl::string_view op, const Att
   return future;
 }
 
+// Each typed call is a chain of one op: the op's name, attributes and input
+// order are spelled once, in OpChain's typed steps.
 absl::StatusOr<Tensor> Client::Reverse(const Tensor& data, const Tensor& axes, ReverseMode mode,
                                        const CallOptions& call) const {
-  return SingleOutput(Execute("Reverse", {{"mode", mode == ReverseMode::kMask ? "mask" : "index"}},
-                              {data, axes}, call));
+  return Chain(data).Reverse(axes, mode).Run(call);
 }
 
 absl::StatusOr<Tensor> Client::ReverseSequence(const Tensor& data, const Tensor& seq_lengths,
                                                int64_t batch_axis, int64_t seq_axis,
                                                const CallOptions& call) const {
-  return SingleOutput(Execute("ReverseSequence",
-                              {{"batch_axis", batch_axis}, {"seq_axis", seq_axis}},
-                              {data, seq_lengths}, call));
+  return Chain(data).ReverseSequence(seq_lengths, batch_axis, seq_axis).Run(call);
 }
 
 absl::StatusOr<Tensor> Client::Roll(const Tensor& data, const Tensor& shift, const Tensor& axes,
                                     const CallOptions& call) const {
-  return SingleOutput(Execute("Roll", {}, {data, shift, axes}, call));
+  return Chain(data).Roll(shift, axes).Run(call);
 }
 
 absl::StatusOr<Tensor> Client::OnnxReverseSequence(const Tensor& input, const Tensor& sequence_lens,
                                                    int64_t batch_axis, int64_t time_axis,
                                                    const CallOptions& call) const {
-  return SingleOutput(Execute("onnx.ReverseSequence",
-                              {{"batch_axis", batch_axis}, {"time_axis", time_axis}},
-                              {input, sequence_lens}, call));
+  return Chain(input).OnnxReverseSequence(sequence_lens, batch_axis, time_axis).Run(call);
+}
+
+OpChain Client::Chain(Tensor data) const { return OpChain(impl_, std::move(data)); }
+
+OpChain::OpChain(std::shared_ptr<const Client::Impl> impl, Tensor data)
+    : impl_(std::move(impl)), data_(std::move(data)) {}
+
+OpChain& OpChain::Then(absl::string_view op, Attrs attrs, std::vector<Tensor> inputs) {
+  return Then(ChainStep{std::string(op), std::move(attrs), std::move(inputs)});
+}
+
+OpChain& OpChain::Then(ChainStep step) {
+  ops_.push_back(std::move(step));
+  return *this;
+}
+
+OpChain& OpChain::Reverse(const Tensor& axes, ReverseMode mode) {
+  return Then("Reverse", {{"mode", mode == ReverseMode::kMask ? "mask" : "index"}}, {axes});
+}
+
+OpChain& OpChain::ReverseSequence(const Tensor& seq_lengths, int64_t batch_axis, int64_t seq_axis) {
+  return Then("ReverseSequence", {{"batch_axis", batch_axis}, {"seq_axis", seq_axis}},
+              {seq_lengths});
+}
+
+OpChain& OpChain::Roll(const Tensor& shift, const Tensor& axes) {
+  return Then("Roll", {}, {shift, axes});
+}
+
+OpChain& OpChain::OnnxReverseSequence(const Tensor& sequence_lens, int64_t batch_axis,
+                                      int64_t time_axis) {
+  return Then("onnx.ReverseSequence", {{"batch_axis", batch_axis}, {"time_axis", time_axis}},
+              {sequence_lens});
+}
+
+ExecuteResult OpChain::RunAll(const CallOptions& call) const {
+  if (ops_.empty()) {
+    return absl::InvalidArgumentError(
+        "the chain has no op: append one (e.g. .Roll(shift, axes)) before Run");
+  }
+  const ChainStep& first = ops_.front();
+  std::vector<Tensor> inputs;
+  inputs.reserve(1 + first.inputs.size());
+  inputs.push_back(data_);
+  inputs.insert(inputs.end(), first.inputs.begin(), first.inputs.end());
+  return impl_->Call(first.op, first.attrs, inputs, absl::MakeConstSpan(ops_).subspan(1), call);
+}
+
+absl::StatusOr<Tensor> OpChain::Run(const CallOptions& call) const {
+  return SingleOutput(RunAll(call));
 }
 
 absl::StatusOr<std::vector<OpInfo>> Client::ListOps(const CallOptions& call) const {

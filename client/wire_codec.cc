@@ -54,6 +54,27 @@ absl::StatusOr<int64_t> InferredOutputBytes(const v1::StreamHeader& header) {
   }
   ASSIGN_OR_RETURN(std::vector<TensorType> outputs,
                    registry->InferOutputs(header.op(), views, DecodeAttrs(header.attrs())));
+  // A chain: each step's inference on the previous output and the step's
+  // own (inline) inputs; the reply is the last step's outputs.
+  for (int s = 0; s < header.then_size(); ++s) {
+    const v1::Step& step = header.then(s);
+    const std::string what = absl::StrCat("then[", s, "]");
+    if (registry->Find(step.op()) == nullptr) {
+      return absl::NotFoundError(
+          absl::StrCat(what, ": op ", BoundedQuote(step.op()), " is not built into the SDK"));
+    }
+    if (outputs.empty()) return absl::InvalidArgumentError(absl::StrCat(what, ": no input"));
+    std::vector<DecodedTensor> decoded;
+    decoded.reserve(step.inputs_size());
+    views.assign(1, TensorView{outputs[0].dtype, outputs[0].shape, nullptr});
+    for (int i = 0; i < step.inputs_size(); ++i) {
+      ASSIGN_OR_RETURN(DecodedTensor d,
+                       DecodeTensor(step.inputs(i), absl::StrCat(what, ".inputs[", i, "]")));
+      views.push_back(d.view);
+      decoded.push_back(std::move(d));
+    }
+    ASSIGN_OR_RETURN(outputs, registry->InferOutputs(step.op(), views, DecodeAttrs(step.attrs())));
+  }
   int64_t total = 0;
   for (size_t o = 0; o < outputs.size(); ++o) {
     ASSIGN_OR_RETURN(const int64_t bytes,

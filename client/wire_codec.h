@@ -28,9 +28,10 @@ absl::StatusOr<int64_t> StreamedTensorBytes(const v1::TensorHeader& header, absl
 
 // Output bytes of a streamed call, from the op's output inference
 // (OpDef::infer) for the built-in ops the SDK was built with: known before the
-// call starts, so progress can show a total at once. NOT_FOUND for an op the
-// SDK does not know (a newer server's); the header's own errors as the server
-// reports them.
+// call starts, so progress can show a total at once. A chain's (header.then)
+// are its last step's, inferred step by step. NOT_FOUND for an op the SDK
+// does not know (a newer server's), in any step; the header's own errors as
+// the server reports them.
 absl::StatusOr<int64_t> InferredOutputBytes(const v1::StreamHeader& header);
 
 }  // namespace tensorops::client_internal

@@ -198,7 +198,10 @@ class FusedChainPlan {
     for (int64_t a = 0; a < rows_; ++a) total *= shape[a];
     stream_ = total >= StreamingStoreMinBytes();
     if (!inner_identity) {
-      inner_ = std::make_unique<AxisTransformPlan>(inner_shape, width, inner_t, stream_);
+      // Past the cache, a block whose runs meet inside a line is assembled
+      // in L1 and streamed out whole (see AxisTransformPlan::Rows).
+      stage_ = stream_ && block_ <= kStageBytes;
+      inner_ = std::make_unique<AxisTransformPlan>(inner_shape, width, inner_t, stream_ && !stage_);
     }
     // Row dims: sizes, strides, free maps.
     size_.assign(shape.begin(), shape.begin() + rows_);
@@ -305,7 +308,13 @@ class FusedChainPlan {
     if (runs->size() > 1) MergeRuns(runs);
     for (const Run& r : *runs) {
       char* d = dst + r.out * block_;
-      if (inner_ != nullptr) {
+      if (stage_) {
+        alignas(64) char stage[kStageBytes];
+        for (int64_t i = 0; i < r.count; ++i) {
+          inner_->RunUnfenced(src + (r.x + r.dir * i) * block_, stage);
+          CopyBytes(d + i * block_, stage, block_, /*stream=*/true);
+        }
+      } else if (inner_ != nullptr) {
         for (int64_t i = 0; i < r.count; ++i) {
           inner_->RunUnfenced(src + (r.x + r.dir * i) * block_, d + i * block_);
         }
@@ -323,6 +332,9 @@ class FusedChainPlan {
   int64_t block_ = 0;    // bytes per position of the piece axis (the inner dims)
   int64_t row_bytes_ = 0;
   bool stream_ = false;
+  // Blocks of the inner dims staged in L1 before a streaming store.
+  static constexpr int64_t kStageBytes = 8192;
+  bool stage_ = false;
   std::unique_ptr<AxisTransformPlan> inner_;  // null: the inner dims are copied
   std::vector<int64_t> size_, stride_;
   std::vector<bool> coupled_row_;

@@ -452,24 +452,39 @@ void AxisTransformPlan::Rows(size_t d, const char* in, int64_t in_step, char* ou
       return;
     }
 #endif
-    if (stream_ && rolled && row_bytes <= kRollScratchBytes) {
-      // Roll along the innermost dim, output past the cache, rows not whole
-      // aligned lines: a row is two
-      // copies whose seam falls inside a cache line, and a line that takes
+    if (stream_ && inner.segments.size() == 2 && row_bytes <= kRollScratchBytes) {
+      // Roll (or a reversal and a roll, from a chain) along the innermost
+      // dim, output past the cache, rows not whole aligned lines: a row is
+      // two runs whose seam falls inside a cache line, and a line that takes
       // both an ordinary and a streaming store is read back and written
-      // twice. Assemble the rolled row in an L1 scratch buffer instead and
-      // stream it out whole (0.77-0.89x memcpy -> 0.99-1.09x for rows of
+      // twice. Assemble the row in an L1 scratch buffer instead and stream
+      // it out whole (rolls: 0.77-0.89x memcpy -> 0.99-1.09x for rows of
       // 1-2 KiB, ../shared/perf-notes.md), prefetching two rows ahead.
       alignas(64) char scratch[kRollScratchBytes];
-      const Segment& head = inner.segments[0];  // out[0, s) <- in[n - s, n)
-      const int64_t head_bytes = head.count * block_;
       for (int64_t k = 0; k < count; ++k, in += in_step, out += out_step) {
         if (k + 2 < count) {
           for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(in + 2 * in_step + b);
         }
-        std::memcpy(scratch, in + head.in_start * block_, head_bytes);
-        std::memcpy(scratch + head_bytes, in, row_bytes - head_bytes);
+        for (const Segment& seg : inner.segments) {
+          if (seg.reversed) {
+            ReverseBlocks(scratch + seg.out_start * block_,
+                          in + (seg.in_start - seg.count + 1) * block_, seg.count, block_);
+          } else {
+            std::memcpy(scratch + seg.out_start * block_, in + seg.in_start * block_,
+                        seg.count * block_);
+          }
+        }
         CopyBytes(out, scratch, row_bytes, true);
+      }
+      return;
+    }
+    if (!rolled && std::all_of(inner.segments.begin(), inner.segments.end(),
+                               [](const Segment& seg) { return seg.reversed; })) {
+      // Reversed runs only (kReverseRoll): one ReverseRows call per run for
+      // all the rows, not two calls per row.
+      for (const Segment& seg : inner.segments) {
+        ReverseRows(out + seg.out_start * block_, in + (seg.in_start - seg.count + 1) * block_,
+                    seg.count, block_, count, out_step, in_step, stream_);
       }
       return;
     }

@@ -37,7 +37,8 @@ constexpr char kUsage[] =
 Calls a tensorops server.
 
 commands:
-  run OP [INPUT...] [--attr NAME=VALUE]... [--output FILE.npy]
+  run OP [INPUT...] [--attr NAME=VALUE]... [then OP [INPUT...] [--attr ...]]...
+      [--output FILE.npy]
       Runs OP (see list-ops) on its inputs, given in the op's input order:
         --input VALUES   inline nested arrays, e.g. '[[1,2],[3,4]]'
                          (complex as [re, im] pairs, strings quoted)
@@ -56,6 +57,14 @@ commands:
         --progress auto|always|never   progress bar on stderr (bytes, rate,
                          ETA) for streamed calls: auto (default) draws it when
                          stderr is a terminal and the transfer takes over 1 s
+      then OP [INPUT...] [--attr NAME=VALUE]...
+                         a chain: runs OP next, in the same call, with the
+                         previous op's output as its first input. The --input
+                         (--dtype, --shape) and --attr options after it are
+                         OP's: its inputs after the first, in its order, and
+                         its attributes. Up to 64 times; prints the last op's
+                         result. An error in the i-th op after the first
+                         reads 'then[i] (OP): ...', i counting from 0
   list-ops          lists every op with its inputs, types and attributes
   health [--service NAME]   prints the serving status; exit 1 unless SERVING
 
@@ -82,6 +91,8 @@ examples:
       --input @data.npy --input '[3,2,1,0]' --output out.npy
   tensorops --deadline 10m run Roll --input @big.npy --input '[1]' --input '[0]' \
       --output rolled.npy
+  tensorops run Reverse --attr mode=index --input '[[1,2,3],[4,5,6]]' --dtype i32 \
+      --input '[0]' then Roll --input '[1]' --input '[1]'
 )";
 
 // A failure with its exit status.
@@ -107,13 +118,24 @@ struct InputSpec {
   std::optional<std::vector<int64_t>> shape;
 };
 
+// One op of `run`: the first, or one after `then`.
+struct OpSpec {
+  std::string op;
+  std::vector<InputSpec> inputs;  // the first op's all; a later op's after the first
+  Attrs attrs;
+  // How errors name it: "" for the first op, "then[i] (OP) " after it.
+  std::string Name(size_t index) const {
+    return index == 0 ? "" : absl::StrCat("then[", index - 1, "] (", op, ") ");
+  }
+};
+
 struct Args {
   std::string target = "127.0.0.1:50051";
   std::optional<std::chrono::milliseconds> deadline;
   std::string command;
-  std::string op;
-  std::vector<InputSpec> inputs;
-  Attrs attrs;
+  // run: the op, then the ops after each `then`. --input, --dtype, --shape
+  // and --attr apply to the last one.
+  std::vector<OpSpec> ops;
   std::string output;
   std::string service;
   std::string tls_ca, tls_cert, tls_key, token_file;
@@ -233,10 +255,13 @@ std::optional<Failure> ParseArgs(int argc, char** argv, Args* args) {
         args->deadline =
             std::chrono::milliseconds(std::max<int64_t>(1, absl::ToInt64Milliseconds(d)));
       } else if (name == "input") {
-        args->inputs.push_back({*value, std::nullopt, std::nullopt});
+        if (args->ops.empty()) args->ops.emplace_back();
+        args->ops.back().inputs.push_back({*value, std::nullopt, std::nullopt});
       } else if (name == "dtype" || name == "shape") {
-        if (args->inputs.empty()) return Usage(absl::StrCat("--", name, " must follow an --input"));
-        InputSpec& in = args->inputs.back();
+        if (args->ops.empty() || args->ops.back().inputs.empty()) {
+          return Usage(absl::StrCat("--", name, " must follow an --input"));
+        }
+        InputSpec& in = args->ops.back().inputs.back();
         if (absl::StartsWith(in.text, "@")) {
           return Usage(
               absl::StrCat("--", name, " applies to inline inputs; ", in.text, " carries its own"));
@@ -256,11 +281,13 @@ std::optional<Failure> ParseArgs(int argc, char** argv, Args* args) {
           return Usage(absl::StrCat("--attr '", *value, "' is not NAME=VALUE"));
         }
         const std::string key = value->substr(0, eq), text = value->substr(eq + 1);
+        if (args->ops.empty()) args->ops.emplace_back();
+        Attrs& attrs = args->ops.back().attrs;
         double num;
         if (absl::SimpleAtod(text, &num) && std::isfinite(num)) {
-          args->attrs.insert_or_assign(key, AttrValue(num));  // "nan"/"inf" stay strings
+          attrs.insert_or_assign(key, AttrValue(num));  // "nan"/"inf" stay strings
         } else {
-          args->attrs.insert_or_assign(key, AttrValue(text));
+          attrs.insert_or_assign(key, AttrValue(text));
         }
       } else if (name == "output") {
         args->output = *value;
@@ -299,8 +326,14 @@ std::optional<Failure> ParseArgs(int argc, char** argv, Args* args) {
     if (absl::StartsWith(a, "-") && a != "-") return Usage(absl::StrCat("unknown option ", a));
     if (args->command.empty()) {
       args->command = a;
-    } else if (args->command == "run" && args->op.empty()) {
-      args->op = a;
+    } else if (args->command == "run" && a == "then") {
+      if (args->ops.empty() || args->ops.back().op.empty()) {
+        return Usage("'then' must follow an op, as in: run Reverse ... then Roll ...");
+      }
+      args->ops.emplace_back();
+    } else if (args->command == "run" && (args->ops.empty() || args->ops.back().op.empty())) {
+      if (args->ops.empty()) args->ops.emplace_back();
+      args->ops.back().op = a;
     } else {
       return Usage(absl::StrCat("unexpected argument '", a, "'"));
     }
@@ -313,10 +346,15 @@ std::optional<Failure> ParseArgs(int argc, char** argv, Args* args) {
     return Usage(absl::StrCat("unknown command '", args->command, "' (run, list-ops or health)"));
   }
   if (args->command == "run") {
-    if (args->op.empty()) return Usage("run needs an op name, e.g. tensorops run Roll ...");
-    if (args->inputs.empty()) return Usage("run needs at least one --input");
-  } else if (!args->inputs.empty() || !args->attrs.empty() || !args->output.empty() ||
-             args->transport != Transport::kAuto || args->progress != "auto") {
+    if (args->ops.empty() || args->ops.front().op.empty()) {
+      return Usage("run needs an op name, e.g. tensorops run Roll ...");
+    }
+    if (args->ops.front().inputs.empty()) return Usage("run needs at least one --input");
+    if (args->ops.back().op.empty()) {
+      return Usage("'then' needs an op name, e.g. then Roll --input 1 --input 0");
+    }
+  } else if (!args->ops.empty() || !args->output.empty() || args->transport != Transport::kAuto ||
+             args->progress != "auto") {
     return Usage(absl::StrCat(
         "--input, --attr, --output, --stream and --progress belong to run, not ", args->command));
   }
@@ -331,25 +369,36 @@ std::string FormatShape(const std::vector<int64_t>& shape) {
 }
 
 int Run(const Args& args, const Client& client, const CallOptions& call) {
-  std::vector<Tensor> inputs;
-  for (size_t i = 0; i < args.inputs.size(); ++i) {
-    const InputSpec& in = args.inputs[i];
-    absl::StatusOr<Tensor> t = absl::StartsWith(in.text, "@")
-                                   ? ReadNpyFile(in.text.substr(1))
-                                   : ParseTensor(in.text, in.dtype, in.shape);
-    if (!t.ok()) {
-      return Fail({absl::StartsWith(in.text, "@") ? 1 : 2,
-                   absl::StrCat("--input ", i + 1, ": ", t.status().message())});
+  // The first op's first input is the chain's data; the rest of its inputs
+  // and every later op's are steps' inputs (see Client::Chain).
+  std::vector<ChainStep> ops(args.ops.size());
+  for (size_t o = 0; o < args.ops.size(); ++o) {
+    const OpSpec& spec = args.ops[o];
+    ops[o].op = spec.op;
+    ops[o].attrs = spec.attrs;
+    for (size_t i = 0; i < spec.inputs.size(); ++i) {
+      const InputSpec& in = spec.inputs[i];
+      absl::StatusOr<Tensor> t = absl::StartsWith(in.text, "@")
+                                     ? ReadNpyFile(in.text.substr(1))
+                                     : ParseTensor(in.text, in.dtype, in.shape);
+      if (!t.ok()) {
+        return Fail({absl::StartsWith(in.text, "@") ? 1 : 2,
+                     absl::StrCat(spec.Name(o), "--input ", i + 1, ": ", t.status().message())});
+      }
+      ops[o].inputs.push_back(*std::move(t));
     }
-    inputs.push_back(*std::move(t));
   }
+  Tensor data = ops.front().inputs.front();
+  ops.front().inputs.erase(ops.front().inputs.begin());
+  OpChain chain = client.Chain(std::move(data));
+  for (ChainStep& op : ops) chain.Then(std::move(op));
   CallOptions with_progress = call;
   std::optional<ProgressBar> bar;
   if (args.progress == "always" || (args.progress == "auto" && isatty(STDERR_FILENO))) {
     bar.emplace(args.progress == "always");
     with_progress.progress = [&bar](const TransferProgress& p) { bar->Update(p); };
   }
-  ExecuteResult result = client.Execute(args.op, args.attrs, inputs, with_progress);
+  ExecuteResult result = chain.RunAll(with_progress);
   if (bar.has_value()) bar->Done();
   if (!result.ok()) return Fail(FromStatus(result.status()));
   if (!args.output.empty()) {

@@ -155,6 +155,57 @@ TEST_F(CliTest, StreamedRunAndProgress) {
   EXPECT_NE(bad.err.find("--stream 'sometimes' is not auto, always or never"), std::string::npos);
 }
 
+// `run OP ... then OP ...`: one call, the same output as running the ops one
+// by one (each through a .npy file), either transport.
+TEST_F(CliTest, ChainRun) {
+  std::vector<int16_t> in(4 * 3 * 5);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<int16_t>(i * 37 % 101 - 50);
+  ASSERT_TRUE(cli::WriteNpyFile(dir_ + "/in.npy", Tensor(in, {4, 3, 5})).ok());
+  const std::vector<std::string> ops = {
+      "Roll --input '[1,-2]' --input '[0,2]'",
+      "Reverse --attr mode=mask --input '[false,true,true]'",
+      "ReverseSequence --attr batch_axis=2 --attr seq_axis=0 --input '[4,1,0,2,3]' --dtype i32",
+      "onnx.ReverseSequence --input '[3,1,2]' --attr batch_axis=1 --attr time_axis=0",
+      "Roll-7 --input 2 --input -1",
+  };
+  std::string one_by_one = "set -e\ncp in.npy step0.npy\n";
+  std::string chain = "tensorops run";
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const size_t space = ops[i].find(' ');
+    absl::StrAppend(&one_by_one, "tensorops run ", ops[i].substr(0, space), " --input @step", i,
+                    ".npy", ops[i].substr(space), " --output step", i + 1, ".npy >/dev/null\n");
+    absl::StrAppend(&chain, i == 0 ? " " : " then ", ops[i].substr(0, space),
+                    i == 0 ? " --input @in.npy" : "", ops[i].substr(space));
+  }
+  absl::StrAppend(&one_by_one, "tensorops run Roll --input @step", ops.size(),
+                  ".npy --input 0 --input 0\n");
+  Result want = Shell(one_by_one);
+  ASSERT_EQ(want.exit_code, 0) << want.err;
+  ASSERT_THAT(want.out, HasSubstr("INT16 [4, 3, 5]\n"));
+  for (const char* flags : {"", " --stream never", " --stream always --progress never"}) {
+    SCOPED_TRACE(flags);
+    Result got = Shell(chain + flags);
+    EXPECT_EQ(got.exit_code, 0) << got.err;
+    EXPECT_EQ(got.out, want.out);
+    EXPECT_EQ(got.err, "");
+    got = Shell(absl::StrCat(chain, flags, " --output chained.npy"));
+    EXPECT_EQ(got.exit_code, 0) << got.err;
+    EXPECT_EQ(got.out, "wrote chained.npy: INT16 [4, 3, 5]\n");
+    auto a = cli::ReadNpyFile(dir_ + "/chained.npy");
+    auto b = cli::ReadNpyFile(absl::StrCat(dir_, "/step", ops.size(), ".npy"));
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_TRUE(*a == *b);
+  }
+  // Options before, between and after the ops; --dtype and --shape go with
+  // the --input before them, in whichever op it is.
+  Result r = Shell(
+      "tensorops --deadline 5s run --input '[1,2,3,4,5,6]' --dtype u8 --shape 2,3 Reverse "
+      "--input '[0]' --attr mode=index --stream never then Roll --input 1 --input '[1]' "
+      "--dtype i32 then Reverse --input 0 --shape 1 --attr mode=index");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "UINT8 [2, 3]\n[[3, 1, 2],\n [6, 4, 5]]\n");
+}
+
 TEST_F(CliTest, NpyRoundTrip) {
   // Write an input file with the library, run, read the CLI's output file back.
   std::vector<float> in = {1, 2, 3, 4, 5, 6};
@@ -225,6 +276,26 @@ TEST_F(CliTest, BadInputGivesOneLineReason) {
       {"tensorops --deadline soon health", 2, "--deadline 'soon' is not a duration"},
       {"tensorops run Reverse --input '[\"a\"]' --input '[0]' --attr mode=index --output s.npy", 1,
        "cannot write STRING to .npy"},
+      // Chains.
+      {"tensorops run then Roll --input 1", 2, "'then' must follow an op"},
+      {"tensorops run Roll --input 1 --input 1 --input 0 then then Roll", 2,
+       "'then' must follow an op"},
+      {"tensorops run Roll --input 1 --input 1 --input 0 then", 2, "'then' needs an op name"},
+      {"tensorops run Roll --input 1 --input 1 --input 0 then Reverse Roll", 2,
+       "unexpected argument 'Roll'"},
+      {"tensorops run Roll --input 1 --input 1 --input 0 then Reverse --dtype i32", 2,
+       "--dtype must follow an --input"},
+      {"tensorops health then Roll", 2, "unexpected argument 'then'"},
+      {"tensorops run Reverse --input '[1,2]' --input '[0]' then Roll --input 1 --input '[0'", 2,
+       "then[0] (Roll) --input 2: expected ',' or ']'"},
+      {"tensorops run Reverse --input '[1,2]' --input '[0]' then Roll --input @missing.npy", 1,
+       "then[0] (Roll) --input 1: cannot open missing.npy"},
+      {"tensorops run Reverse --attr mode=index --input '[[1,2],[3,4]]' --input '[0]' "
+       "then Roll --input 1 --input 2",
+       1, "INVALID_ARGUMENT: then[0] (Roll): "},
+      {"tensorops run Reverse --attr mode=index --input '[[1,2],[3,4]]' --input '[0]' "
+       "then Roll --input 1 --input 0 then Frob",
+       1, "UNIMPLEMENTED: then[1]"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.command);
@@ -241,6 +312,8 @@ TEST_F(CliTest, HelpHasExamples) {
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_THAT(r.out, HasSubstr("examples:"));
   EXPECT_THAT(r.out, HasSubstr("tensorops run Roll"));
+  EXPECT_THAT(r.out, HasSubstr("then OP [INPUT...]"));
+  EXPECT_THAT(r.out, HasSubstr("then Roll --input"));
 }
 
 // Every ```sh block in docs/sdk.md, docs/server.md and README.md whose commands start with

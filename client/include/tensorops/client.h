@@ -15,6 +15,12 @@
 // tensors of any size, also past protobuf's 2 GiB message limit; a corrupt
 // transfer fails with DATA_LOSS.
 //
+// Several ops in one call (a chain: one round trip, one transfer, one pass
+// over memory on the server where it can), see OpChain:
+//
+//   absl::StatusOr<tensorops::Tensor> out =
+//       (*client)->Chain(data).Reverse({0}).Roll({1}, {1}).Run();
+//
 // Thread-safety: a Client is safe to use from many threads at once; one
 // Client per target is enough (it multiplexes calls over its connections).
 // Not copyable.
@@ -187,6 +193,18 @@ struct OpInfo {
 enum class ServingStatus { kUnknown, kServing, kNotServing, kServiceUnknown };
 TENSOROPS_EXPORT absl::string_view ServingStatusName(ServingStatus status);
 
+// One op of a chain (see OpChain): the op's name or an alias, its
+// attributes, and its inputs after the first, in the op's input order (e.g.
+// Roll: shift, axes). The first input is the chain's data for the first op
+// and the previous op's output for the others; it is not part of the step.
+struct ChainStep {
+  std::string op;
+  Attrs attrs;
+  std::vector<Tensor> inputs;
+};
+
+class OpChain;
+
 using ExecuteResult = absl::StatusOr<std::vector<Tensor>>;
 // Runs on a gRPC thread when the call ends; must not block for long.
 using ExecuteCallback = std::function<void(ExecuteResult)>;
@@ -221,6 +239,11 @@ class TENSOROPS_EXPORT Client {
                                              int64_t batch_axis = 1, int64_t time_axis = 0,
                                              const CallOptions& call = {}) const;
 
+  // Starts a chain of ops on `data`: each op appended to the returned OpChain
+  // takes the previous op's output (the first op takes `data`) as its first
+  // input, and OpChain::Run sends them all in one call. See OpChain.
+  OpChain Chain(Tensor data) const;
+
   // Asynchronous Execute: returns at once; `done` runs exactly once when the
   // call ends. Always one Execute message (no streaming: use Execute or the
   // typed calls for tensors past the server's message limit). Views in
@@ -243,9 +266,100 @@ class TENSOROPS_EXPORT Client {
                                        const CallOptions& call = {}) const;
 
  private:
+  friend class OpChain;
   struct Impl;
   explicit Client(std::shared_ptr<Impl> impl);
-  std::shared_ptr<Impl> impl_;  // shared with in-flight async calls
+  std::shared_ptr<Impl> impl_;  // shared with in-flight async calls and OpChains
+};
+
+// A chain: several ops run by one call (Execute or ExecuteStream with
+// `then` steps), each taking the previous op's output as its first input.
+// The result is the last op's output, bit-identical to calling the ops one
+// by one; the server makes one pass over memory where it can, and nothing
+// between the ops crosses the network.
+//
+// Made by Client::Chain(data). Each op method appends one op; the first is
+// the call's op (with `data` as its first input), the ones after it are its
+// `then` steps. A chain of one op is that op (Run(): the same result and
+// errors as the typed call). Inputs follow ClientOptions::stream_threshold_bytes
+// and CallOptions::transport as a single call's do: a streamed chain sends
+// `data` in chunks and the steps' own (small) inputs inline in the header.
+//
+// Errors, as Run returns them: an error of the first op reads as the single
+// call's; an error of a later op names it, `then[i] (Op): ...`, where i counts
+// the ops after the first from 0 and input indices are in the op's own order
+// (data is inputs[0]): INVALID_ARGUMENT for a bad input or attribute (and
+// nothing runs); UNIMPLEMENTED, also naming then[i], for an unknown op. The
+// server takes at most 64 ops after the first. A chain without any op is
+// INVALID_ARGUMENT.
+//
+// The chain holds its tensors as given: a Tensor::View's memory must stay
+// valid until the last Run returns. It keeps the Client's channel alive, so
+// it may outlive the Client.
+//
+// Thread-safety: building (the non-const methods) is not thread-safe; a built
+// chain is a value that may be copied, and Run (const) may be called from
+// many threads at once and any number of times.
+//
+// Example:
+//   // Reverse the rows, roll every row by one, then reverse the first
+//   // lengths[b] elements of each row b.
+//   tensorops::Tensor data(std::vector<int32_t>{1, 2, 3, 4, 5, 6}, {2, 3});
+//   absl::StatusOr<tensorops::Tensor> out =
+//       client->Chain(data)
+//           .Reverse({0})
+//           .Roll({1}, {1})
+//           .ReverseSequence({2, 3}, /*batch_axis=*/0, /*seq_axis=*/1)
+//           .Run();
+//   // out: INT32 [2, 3] = [[4, 6, 5], [2, 1, 3]]
+//
+//   // Any op by name (here Roll by its alias), with attributes and inputs:
+//   absl::StatusOr<tensorops::Tensor> rolled =
+//       client->Chain(data).Then("Roll-7", {}, {shift, axes}).Run();
+class TENSOROPS_EXPORT OpChain {
+ public:
+  // Appends `op` (a name or alias from ListOps) with `attrs` and its inputs
+  // after the first, in the op's input order.
+  OpChain& Then(absl::string_view op, Attrs attrs = {}, std::vector<Tensor> inputs = {});
+  OpChain& Then(ChainStep step);
+
+  // Appends an op as the Client's typed call of the same name, without its
+  // first input. The std::vector<int64_t> forms build 1-D INT64 tensors, so
+  // small axis and shift lists read as literals: Reverse({0}), Roll({1}, {1}).
+  OpChain& Reverse(const Tensor& axes, ReverseMode mode = ReverseMode::kIndex);
+  OpChain& Reverse(const std::vector<int64_t>& axes) { return Reverse(Tensor(axes)); }
+  OpChain& ReverseSequence(const Tensor& seq_lengths, int64_t batch_axis = 0, int64_t seq_axis = 1);
+  OpChain& ReverseSequence(const std::vector<int64_t>& seq_lengths, int64_t batch_axis = 0,
+                           int64_t seq_axis = 1) {
+    return ReverseSequence(Tensor(seq_lengths), batch_axis, seq_axis);
+  }
+  OpChain& Roll(const Tensor& shift, const Tensor& axes);
+  OpChain& Roll(const std::vector<int64_t>& shift, const std::vector<int64_t>& axes) {
+    return Roll(Tensor(shift), Tensor(axes));
+  }
+  OpChain& OnnxReverseSequence(const Tensor& sequence_lens, int64_t batch_axis = 1,
+                               int64_t time_axis = 0);
+  OpChain& OnnxReverseSequence(const std::vector<int64_t>& sequence_lens, int64_t batch_axis = 1,
+                               int64_t time_axis = 0) {
+    return OnnxReverseSequence(Tensor(sequence_lens), batch_axis, time_axis);
+  }
+
+  // Runs the chain in one call and returns the last op's one output
+  // (INTERNAL if it has another number of outputs; use RunAll then).
+  absl::StatusOr<Tensor> Run(const CallOptions& call = {}) const;
+  // Runs the chain in one call and returns all of the last op's outputs.
+  ExecuteResult RunAll(const CallOptions& call = {}) const;
+
+  // The ops appended so far, first op first, each without its first input.
+  const std::vector<ChainStep>& ops() const { return ops_; }
+
+ private:
+  friend class Client;
+  OpChain(std::shared_ptr<const Client::Impl> impl, Tensor data);
+
+  std::shared_ptr<const Client::Impl> impl_;
+  Tensor data_;
+  std::vector<ChainStep> ops_;  // ops_[0]: the call's op; ops_[i]: then[i - 1]
 };
 
 }  // namespace client_v1
