@@ -452,14 +452,16 @@ void AxisTransformPlan::Rows(size_t d, const char* in, int64_t in_step, char* ou
       return;
     }
 #endif
-    if (stream_ && inner.segments.size() == 2 && row_bytes <= kRollScratchBytes) {
-      // Roll (or a reversal and a roll, from a chain) along the innermost
-      // dim, output past the cache, rows not whole aligned lines: a row is
-      // two runs whose seam falls inside a cache line, and a line that takes
-      // both an ordinary and a streaming store is read back and written
-      // twice. Assemble the row in an L1 scratch buffer instead and stream
-      // it out whole (rolls: 0.77-0.89x memcpy -> 0.99-1.09x for rows of
-      // 1-2 KiB, ../shared/perf-notes.md), prefetching two rows ahead.
+    if (stream_ && rolled && row_bytes <= kRollScratchBytes) {
+      // Roll along the innermost dim, output past the cache, rows not whole
+      // aligned lines: a row is two copies whose seam falls inside a cache
+      // line, and a line that takes both an ordinary and a streaming store
+      // is read back and written twice. Assemble the row in an L1 scratch
+      // buffer instead and stream it out whole (0.77-0.89x memcpy ->
+      // 0.99-1.09x for rows of 1-2 KiB, ../shared/perf-notes.md),
+      // prefetching two rows ahead. (Reversed runs, below, write their
+      // partial lines with ordinary stores only, so they go straight out:
+      // staging them cost a second pass, 8-op chains 0.63x -> 0.98x memcpy.)
       alignas(64) char scratch[kRollScratchBytes];
       for (int64_t k = 0; k < count; ++k, in += in_step, out += out_step) {
         if (k + 2 < count) {
@@ -498,6 +500,30 @@ void AxisTransformPlan::RunRange(const void* in, void* out, int64_t begin, int64
   // The caller may hand the output to another thread next (ParallelFor's
   // join, the reply): make the weakly ordered streaming stores visible first.
   if (stream_) StreamFence();
+}
+
+void AxisTransformPlan::RunRowsUnfenced(const void* in_v, int64_t in_step, void* out_v,
+                                        int64_t out_step, int64_t rows) const {
+  if (empty_ || rows <= 0) return;
+  const auto* in = static_cast<const char*>(in_v);
+  auto* out = static_cast<char*>(out_v);
+  if (dims_.size() != 1) {
+    for (int64_t k = 0; k < rows; ++k) {
+      RunRangeUnfenced(in + k * in_step, out + k * out_step, 0, outer_size());
+    }
+    return;
+  }
+  for (const Segment& seg : dims_[0].segments) {
+    if (seg.reversed) {
+      ReverseRows(out + seg.out_start * block_, in + (seg.in_start - seg.count + 1) * block_,
+                  seg.count, block_, rows, out_step, in_step, stream_);
+      continue;
+    }
+    for (int64_t k = 0; k < rows; ++k) {
+      CopyBytes(out + k * out_step + seg.out_start * block_,
+                in + k * in_step + seg.in_start * block_, seg.count * block_, stream_);
+    }
+  }
 }
 
 void AxisTransformPlan::RunRangeUnfenced(const void* in_v, void* out_v, int64_t begin,

@@ -66,6 +66,12 @@ class AxisTransformPlan {
   // Run without the closing fence: for a caller that runs many blocks and
   // fences once (StreamFence) before another thread may read the output.
   void RunUnfenced(const void* in, void* out) const { RunRangeUnfenced(in, out, 0, outer_size()); }
+  // RunUnfenced on `rows` tensors at once: tensor k reads in + k * in_step
+  // and writes out + k * out_step (steps in bytes, may be negative). A plan
+  // of one simplified dim makes one call per run for all the rows (a fused
+  // chain's short blocks: a call per block would cost more than its bytes).
+  void RunRowsUnfenced(const void* in, int64_t in_step, void* out, int64_t out_step,
+                       int64_t rows) const;
 
   // Writes only output rows [begin, end) of the outermost simplified dim, so
   // workers can split one tensor without overlapping writes.
