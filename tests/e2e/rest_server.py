@@ -1,8 +1,8 @@
 """tensorops-server as a child process for the HTTP/REST Python tests.
 
-Shared by rest_python_test.py and rest_tls_test.py. The server listens on
-127.0.0.1 with free ports (gRPC, HTTP) and is stopped by its PID; its stderr
-goes to the test's own (ctest shows it on failure).
+Shared by rest_python_test.py, rest_tls_test.py and chain_python_test.py. The
+server listens on 127.0.0.1 with free ports (gRPC, HTTP) and is stopped by its
+PID; its stderr goes to the test's own (ctest shows it on failure).
 """
 
 import http.client
@@ -14,13 +14,15 @@ import threading
 
 
 class RestServer:
-    """`binary` with --http_port=0 and `args`; http_port and scheme from its start line."""
+    """`binary` with --http_port=0 and `args`; grpc_port, http_port and scheme from its
+    start lines."""
 
     def __init__(self, binary, *args):
         self.proc = subprocess.Popen(
             [binary, "--host=127.0.0.1", "--port=0", "--metrics_port=-1",
              "--http_host=127.0.0.1", "--http_port=0", *args],
             stdout=subprocess.PIPE, text=True)
+        self.grpc_port = None
         self.http_port = None
         self.scheme = None
         # The start lines come in one flush, then stdout stays open and
@@ -31,6 +33,9 @@ class RestServer:
         try:
             while self.http_port is None:
                 line = lines.get(timeout=20)
+                g = re.search(r"^tensorops-server listening on 127\.0\.0\.1:(\d+)$", line.strip())
+                if g:
+                    self.grpc_port = int(g.group(1))
                 m = re.search(r"^tensorops-server http on (https?)://127\.0\.0\.1:(\d+)$",
                               line.strip())
                 if m:
