@@ -482,12 +482,8 @@ void AxisTransformPlan::Rows(size_t d, const char* in, int64_t in_step, char* ou
     }
     if (!rolled && std::all_of(inner.segments.begin(), inner.segments.end(),
                                [](const Segment& seg) { return seg.reversed; })) {
-      // Reversed runs only (kReverseRoll): one ReverseRows call per run for
-      // all the rows, not two calls per row.
-      for (const Segment& seg : inner.segments) {
-        ReverseRows(out + seg.out_start * block_, in + (seg.in_start - seg.count + 1) * block_,
-                    seg.count, block_, count, out_step, in_step, stream_);
-      }
+      // Reversed runs only (kReverseRoll).
+      Runs(inner.segments, in, in_step, out, out_step, count);
       return;
     }
   }
@@ -513,15 +509,32 @@ void AxisTransformPlan::RunRowsUnfenced(const void* in_v, int64_t in_step, void*
     }
     return;
   }
-  for (const Segment& seg : dims_[0].segments) {
-    if (seg.reversed) {
-      ReverseRows(out + seg.out_start * block_, in + (seg.in_start - seg.count + 1) * block_,
-                  seg.count, block_, rows, out_step, in_step, stream_);
-      continue;
-    }
-    for (int64_t k = 0; k < rows; ++k) {
-      CopyBytes(out + k * out_step + seg.out_start * block_,
-                in + k * in_step + seg.in_start * block_, seg.count * block_, stream_);
+  Runs(dims_[0].segments, in, in_step, out, out_step, rows);
+}
+
+void AxisTransformPlan::Runs(absl::Span<const Segment> segments, const char* in, int64_t in_step,
+                             char* out, int64_t out_step, int64_t rows) const {
+  // One call per run for a batch of rows, not a call per run and row; the
+  // batches small enough (~16 KiB) that a line two runs share (written by
+  // both with ordinary stores) is still in cache for the second run (a pass
+  // per run over all the rows read and wrote it twice from DRAM).
+  int64_t row_bytes = 0;
+  for (const Segment& seg : segments) row_bytes += seg.count * block_;
+  const int64_t batch = std::max<int64_t>(1, (int64_t{16} << 10) / std::max<int64_t>(1, row_bytes));
+  for (int64_t k0 = 0; k0 < rows; k0 += batch) {
+    const int64_t n = std::min(batch, rows - k0);
+    const char* i = in + k0 * in_step;
+    char* o = out + k0 * out_step;
+    for (const Segment& seg : segments) {
+      if (seg.reversed) {
+        ReverseRows(o + seg.out_start * block_, i + (seg.in_start - seg.count + 1) * block_,
+                    seg.count, block_, n, out_step, in_step, stream_);
+        continue;
+      }
+      for (int64_t k = 0; k < n; ++k) {
+        CopyBytes(o + k * out_step + seg.out_start * block_,
+                  i + k * in_step + seg.in_start * block_, seg.count * block_, stream_);
+      }
     }
   }
 }

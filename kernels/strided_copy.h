@@ -102,6 +102,10 @@ class AxisTransformPlan {
   };
 
   void RunRangeUnfenced(const void* in, void* out, int64_t begin, int64_t end) const;
+  // `rows` rows of the innermost dim, made of `segments`, the first at
+  // in/out, stepping in_step/out_step bytes.
+  void Runs(absl::Span<const Segment> segments, const char* in, int64_t in_step, char* out,
+            int64_t out_step, int64_t rows) const;
   void Recurse(size_t d, const char* in, char* out) const;
   // `count` rows of dim d (d + 1 is the innermost dim), the first at
   // in/out, stepping in_step/out_step bytes: one ReverseRows call when the
