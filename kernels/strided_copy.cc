@@ -425,6 +425,16 @@ void AxisTransformPlan::Recurse(size_t d, const char* in, char* out) const {
 
 void AxisTransformPlan::Rows(size_t d, const char* in, int64_t in_step, char* out, int64_t out_step,
                              int64_t count) const {
+  if (in_step < 0 && count > 1) {
+    // Rows of a reversed dim: walk them in the input's order instead. Reads
+    // that descend row by row are followed by no prefetcher, while the
+    // streaming stores do not mind descending (a 4-op chain, FLOAT32
+    // 256 MiB, 1 thread: 0.61x -> 1.69x memcpy).
+    in += (count - 1) * in_step;
+    out += (count - 1) * out_step;
+    in_step = -in_step;
+    out_step = -out_step;
+  }
   if (d + 2 == dims_.size()) {
     const Dim& inner = dims_[d + 1];
     if (inner.segments.size() == 1 && inner.segments[0].reversed) {
@@ -442,8 +452,8 @@ void AxisTransformPlan::Rows(size_t d, const char* in, int64_t in_step, char* ou
       // whole aligned lines (the server's big outputs are page-aligned).
       // Longer rows are two long copies below, whose one shared line does
       // not matter.
-      const RolledRows r{out,   in,       row_bytes, inner.segments[0].in_start * block_,
-                         count, out_step, in_step};
+      RolledRows r{out,   in,       row_bytes, inner.segments[0].in_start * block_,
+                   count, out_step, in_step};
       if (UseAvx2()) {
         StreamRolledRowsAvx2(r);
       } else {
@@ -503,6 +513,12 @@ void AxisTransformPlan::RunRowsUnfenced(const void* in_v, int64_t in_step, void*
   if (empty_ || rows <= 0) return;
   const auto* in = static_cast<const char*>(in_v);
   auto* out = static_cast<char*>(out_v);
+  if (in_step < 0 && rows > 1) {  // read in the input's order, as Rows does
+    in += (rows - 1) * in_step;
+    out += (rows - 1) * out_step;
+    in_step = -in_step;
+    out_step = -out_step;
+  }
   if (dims_.size() != 1) {
     for (int64_t k = 0; k < rows; ++k) {
       RunRangeUnfenced(in + k * in_step, out + k * out_step, 0, outer_size());
