@@ -35,6 +35,23 @@ absl::Status AdmissionController::CheckBytes(int64_t bytes, Limit* limit) const 
   return absl::OkStatus();
 }
 
+absl::Status AdmissionController::CheckGrowth(int64_t held, int64_t bytes, Limit* limit) const {
+  if (bytes > max_inflight_bytes_) {
+    *limit = Limit::kInflightBytes;
+    return absl::ResourceExhaustedError(absl::StrCat("request needs ", bytes,
+                                                     " bytes, more than the in-flight budget ",
+                                                     "--max_inflight_bytes=", max_inflight_bytes_));
+  }
+  // Only what is not held yet is new to the budget.
+  if (bytes_ + (bytes - held) > max_inflight_bytes_) {
+    *limit = Limit::kInflightBytes;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "in-flight byte budget exhausted (", bytes_, " of --max_inflight_bytes=",
+        max_inflight_bytes_, " in use, request needs ", bytes - held, " more); retry later"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status AdmissionController::CheckOpen() const {
   if (closed_) return absl::UnavailableError("server is shutting down");
   return absl::OkStatus();
@@ -62,7 +79,49 @@ absl::StatusOr<AdmissionTicket> AdmissionController::Admit(int64_t bytes, Queue 
   ++inflight_;
   bytes_ += bytes;
   Notify();
-  return AdmissionTicket(this, bytes, take_slot);
+  return AdmissionTicket(this, bytes, take_slot, /*request=*/true);
+}
+
+absl::StatusOr<AdmissionTicket> AdmissionController::Reserve(int64_t bytes, Limit* limit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  *limit = Limit::kNone;
+  absl::Status s = CheckOpen();
+  if (s.ok()) s = CheckGrowth(0, bytes, limit);
+  if (!s.ok()) return s;
+  bytes_ += bytes;
+  Notify();
+  return AdmissionTicket(this, bytes, /*queued=*/false, /*request=*/false);
+}
+
+absl::Status AdmissionController::Resize(AdmissionTicket* ticket, int64_t bytes, Limit* limit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  *limit = Limit::kNone;
+  if (bytes > ticket->bytes_) {
+    if (absl::Status s = CheckGrowth(ticket->bytes_, bytes, limit); !s.ok()) return s;
+  }
+  bytes_ += bytes - ticket->bytes_;
+  ticket->bytes_ = bytes;
+  Notify();
+  return absl::OkStatus();
+}
+
+absl::Status AdmissionController::AdmitReserved(AdmissionTicket* ticket, int64_t bytes, Queue queue,
+                                                Limit* limit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  *limit = Limit::kNone;
+  const bool take_slot = queue == Queue::kNow;
+  absl::Status s = CheckOpen();
+  if (s.ok() && take_slot) s = CheckQueue(limit);
+  if (s.ok() && bytes > ticket->bytes_) s = CheckGrowth(ticket->bytes_, bytes, limit);
+  if (!s.ok()) return s;
+  if (take_slot) ++queued_;
+  ++inflight_;
+  bytes_ += bytes - ticket->bytes_;
+  ticket->bytes_ = bytes;
+  ticket->queued_ = take_slot;
+  ticket->request_ = true;
+  Notify();
+  return absl::OkStatus();
 }
 
 absl::Status AdmissionController::EnterQueue(Limit* limit) {
@@ -81,12 +140,12 @@ void AdmissionController::LeaveQueue() {
   Notify();
 }
 
-void AdmissionController::Release(int64_t bytes) {
+void AdmissionController::Release(int64_t bytes, bool request) {
   std::lock_guard<std::mutex> lock(mu_);
-  --inflight_;
+  if (request) --inflight_;
   bytes_ -= bytes;
   Notify();
-  if (inflight_ == 0) idle_.notify_all();
+  if (request && inflight_ == 0) idle_.notify_all();
 }
 
 int64_t AdmissionController::queued() const {
@@ -115,6 +174,7 @@ AdmissionTicket& AdmissionTicket::operator=(AdmissionTicket&& other) noexcept {
     controller_ = std::exchange(other.controller_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
     queued_ = std::exchange(other.queued_, false);
+    request_ = std::exchange(other.request_, false);
   }
   return *this;
 }
@@ -135,12 +195,28 @@ void AdmissionTicket::LeaveQueue() {
   queued_ = false;
 }
 
+absl::Status AdmissionTicket::Resize(int64_t bytes, AdmissionController::Limit* limit) {
+  if (controller_ == nullptr) {
+    return absl::FailedPreconditionError("Resize of an empty admission ticket");
+  }
+  return controller_->Resize(this, bytes, limit);
+}
+
+absl::Status AdmissionTicket::AdmitReserved(int64_t bytes, AdmissionController::Queue queue,
+                                            AdmissionController::Limit* limit) {
+  if (controller_ == nullptr || request_) {
+    return absl::FailedPreconditionError("AdmitReserved needs a reservation");
+  }
+  return controller_->AdmitReserved(this, bytes, queue, limit);
+}
+
 void AdmissionTicket::Release() {
   if (controller_ == nullptr) return;
   LeaveQueue();
-  controller_->Release(bytes_);
+  controller_->Release(bytes_, request_);
   controller_ = nullptr;
   bytes_ = 0;
+  request_ = false;
 }
 
 }  // namespace tensorops

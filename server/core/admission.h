@@ -15,6 +15,14 @@
 //   ... ticket->LeaveQueue() when the kernel starts ...
 //   // ~AdmissionTicket (or Release()) returns the bytes.
 //
+// Bytes a front door must hold before its call can be prepared (an HTTP
+// body, read before it can be decoded) are counted as they arrive with a
+// reservation: Reserve() takes bytes only, Resize() grows it in steps, and
+// the call's admission (AdmitReserved) turns it into the call's ticket, so
+// the request is counted once, from its first byte to the answer. A
+// reservation is not a request in flight (WaitIdle does not wait for a body
+// still arriving: the drain refuses it anyway).
+//
 // Thread-safety: AdmissionController's methods are safe from any thread. An
 // AdmissionTicket belongs to one call and is used by one thread at a time.
 #ifndef TENSOROPS_SERVER_ADMISSION_H_
@@ -53,6 +61,11 @@ class AdmissionController {
   // returns RESOURCE_EXHAUSTED saying which limit (and sets *limit), or
   // UNAVAILABLE once Close()d (*limit stays kNone).
   absl::StatusOr<AdmissionTicket> Admit(int64_t bytes, Queue queue, Limit* limit);
+  // A reservation of `bytes` (no request in flight, no queue slot): refused
+  // as Admit (RESOURCE_EXHAUSTED naming --max_inflight_bytes, UNAVAILABLE
+  // once Close()d). Grown with AdmissionTicket::Resize, made a call's ticket
+  // with AdmissionTicket::AdmitReserved.
+  absl::StatusOr<AdmissionTicket> Reserve(int64_t bytes, Limit* limit);
   // The drain: from now on Admit refuses with UNAVAILABLE, so once WaitIdle
   // returns true nothing is admitted any more. A ticket's EnterQueue still
   // works for streams admitted before (their upload may go on).
@@ -71,12 +84,16 @@ class AdmissionController {
   absl::Status CheckOpen() const;
   absl::Status CheckQueue(Limit* limit) const;
   absl::Status CheckBytes(int64_t bytes, Limit* limit) const;
+  // A ticket holding `held` growing to `bytes` (> held).
+  absl::Status CheckGrowth(int64_t held, int64_t bytes, Limit* limit) const;
   void Notify() const;
 
   // For AdmissionTicket.
   absl::Status EnterQueue(Limit* limit);
   void LeaveQueue();
-  void Release(int64_t bytes);
+  absl::Status Resize(AdmissionTicket* ticket, int64_t bytes, Limit* limit);
+  absl::Status AdmitReserved(AdmissionTicket* ticket, int64_t bytes, Queue queue, Limit* limit);
+  void Release(int64_t bytes, bool request);
 
   const int64_t max_queue_;
   const int64_t max_inflight_bytes_;
@@ -105,6 +122,20 @@ class AdmissionTicket {
   bool held() const { return controller_ != nullptr; }
   int64_t bytes() const { return bytes_; }
   bool queued() const { return queued_; }
+  // False for a reservation (AdmissionController::Reserve) not yet admitted.
+  bool request() const { return request_; }
+
+  // Holds `bytes` from now on. Shrinking always succeeds; growing is checked
+  // against the budget like Admit and, when refused, changes nothing
+  // (RESOURCE_EXHAUSTED, *limit kInflightBytes). Admission being closed does
+  // not stop a ticket from growing (a call admitted before the drain goes on).
+  absl::Status Resize(int64_t bytes, AdmissionController::Limit* limit);
+  // Makes a reservation the ticket of an admitted call of `bytes` in all
+  // (the reserved bytes included) and, with Queue::kNow, a queue slot:
+  // checked as Admit (closed, queue, only the growth against the budget).
+  // Refused, the reservation stays as it was.
+  absl::Status AdmitReserved(int64_t bytes, AdmissionController::Queue queue,
+                             AdmissionController::Limit* limit);
 
   // A ticket admitted with Queue::kLater takes its queue slot, or returns
   // RESOURCE_EXHAUSTED (and sets *limit) when the queue is full.
@@ -116,12 +147,13 @@ class AdmissionTicket {
 
  private:
   friend class AdmissionController;
-  AdmissionTicket(AdmissionController* controller, int64_t bytes, bool queued)
-      : controller_(controller), bytes_(bytes), queued_(queued) {}
+  AdmissionTicket(AdmissionController* controller, int64_t bytes, bool queued, bool request)
+      : controller_(controller), bytes_(bytes), queued_(queued), request_(request) {}
 
   AdmissionController* controller_ = nullptr;
   int64_t bytes_ = 0;
   bool queued_ = false;
+  bool request_ = false;  // counted in the controller's inflight requests
 };
 
 }  // namespace tensorops

@@ -90,6 +90,22 @@ absl::Status CallPipeline::Gate(const absl::string_view* authorization) {
   return absl::OkStatus();
 }
 
+absl::Status CallPipeline::Reserve(int64_t bytes, AdmissionTicket* reservation) {
+  AdmissionController::Limit limit;
+  absl::Status s;
+  if (reservation->held()) {
+    s = reservation->Resize(bytes, &limit);
+  } else {
+    absl::StatusOr<AdmissionTicket> t = admission_->Reserve(bytes, &limit);
+    if (t.ok()) *reservation = *std::move(t);
+    s = t.status();
+  }
+  if (!s.ok() && limit != AdmissionController::Limit::kNone) {
+    metrics_->RecordRejected(MetricsLimit(limit));
+  }
+  return s;
+}
+
 Call::Call(CallPipeline* pipeline, CallMethod method, grpc::CallbackServerContext* ctx,
            FinishRpc finish_rpc)
     : pipeline_(pipeline),
@@ -165,16 +181,23 @@ void Call::SetOp(absl::string_view requested, const OpDef* def) {
 
 absl::Status Call::Admit(int64_t budget_bytes, AdmissionController::Queue queue) {
   AdmissionController::Limit limit;
-  absl::StatusOr<AdmissionTicket> ticket =
-      pipeline_->admission_->Admit(budget_bytes, queue, &limit);
-  if (!ticket.ok()) {
+  absl::Status s;
+  if (ticket_.held() && !ticket_.request()) {
+    // HoldReservation: the request's bytes are already counted.
+    s = ticket_.AdmitReserved(budget_bytes, queue, &limit);
+  } else {
+    absl::StatusOr<AdmissionTicket> ticket =
+        pipeline_->admission_->Admit(budget_bytes, queue, &limit);
+    if (ticket.ok()) ticket_ = *std::move(ticket);
+    s = ticket.status();
+  }
+  if (!s.ok()) {
     // kNone: admission is closed (the drain), not a limit.
     if (limit != AdmissionController::Limit::kNone) {
       pipeline_->metrics_->RecordRejected(MetricsLimit(limit));
     }
-    return ticket.status();
+    return s;
   }
-  ticket_ = *std::move(ticket);
   if (queue == AdmissionController::Queue::kNow) queued_at_ = absl::Now();
   return absl::OkStatus();
 }

@@ -114,6 +114,15 @@ class CallPipeline {
   // is the caller's Authorization value, or null when it sent none.
   absl::Status Gate(const absl::string_view* authorization);
 
+  // Request bytes a door holds before its call is prepared (an HTTP body as
+  // it arrives), counted against --max_inflight_bytes before they are
+  // taken: `*reservation` (empty: a new AdmissionController::Reserve) comes
+  // to hold `bytes` in all. Refusals are RESOURCE_EXHAUSTED naming the
+  // budget (counted in tensorops_rejected_requests_total) or UNAVAILABLE
+  // while draining; the reservation then stays as it was. Hand it to the
+  // call with Call::HoldReservation.
+  absl::Status Reserve(int64_t bytes, AdmissionTicket* reservation);
+
   // Drain, step 1: new calls are refused with UNAVAILABLE from now on.
   void StartDraining() { draining_.store(true); }
   // Drain, step 2 (drain timeout passed): queued calls are dropped with
@@ -229,6 +238,12 @@ class Call {
   // and as found (`def`, nullptr for an unknown op: metrics say "unknown").
   void SetOp(absl::string_view requested, const OpDef* def);
 
+  // The bytes its door reserved for the request as it arrived
+  // (CallPipeline::Reserve). Admit then makes this reservation the call's
+  // ticket, growing it to the budget, so the request is never counted twice
+  // and its bytes stay counted until the call is destroyed, refused or not.
+  void HoldReservation(AdmissionTicket reservation) { ticket_ = std::move(reservation); }
+
   // Admission of `budget_bytes` (all the call holds at its peak). On refusal
   // counts it (tensorops_rejected_requests_total) and returns
   // RESOURCE_EXHAUSTED, or UNAVAILABLE during a drain; Finish with it.
@@ -253,6 +268,12 @@ class Call {
   }
 
   grpc::CallbackServerContext* context() const { return ctx_; }
+
+  // The admission ticket, after Finish, for a door whose reply outlives the
+  // Call (HTTP: the connection writes the answer after the call is gone),
+  // so that the reply's bytes stay counted, and the drain waits, until it
+  // has left.
+  AdmissionTicket TakeTicket() { return std::move(ticket_); }
 
  private:
   // The run-or-drop step proper, on the thread that runs the call.

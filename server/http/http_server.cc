@@ -1,9 +1,12 @@
 #include "server/http/http_server.h"
 
 #include <openssl/ssl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -53,46 +56,163 @@ using tcp = net::ip::tcp;
 
 using JsonOut = rapidjson::Writer<rapidjson::StringBuffer>;
 
-// A request body, contiguous: tensors are used in place from it. Big bodies
-// come from BufferCache (through Tensor), whose pages a previous call
-// already touched: a fresh allocation's first-touch page faults cost more
-// than reading the bytes.
+// Address space for a body of unknown length (chunked): reserved once at
+// the body limit with PROT_NONE (no memory, no commit charge) and made
+// writable in steps as bytes arrive, so the body grows in place, without a
+// copy, and holds no more pages than it has bytes. (A buffer that doubled
+// held up to twice the body and copied it at each step: a 274 MiB chunked
+// body took the RSS from 19 to 555 MiB.) Move-only; unmapped when destroyed.
+class GrowableBuffer {
+ public:
+  GrowableBuffer() = default;
+  GrowableBuffer(GrowableBuffer&& other) noexcept { *this = std::move(other); }
+  GrowableBuffer& operator=(GrowableBuffer&& other) noexcept {
+    if (this != &other) {
+      Unmap();
+      base_ = std::exchange(other.base_, nullptr);
+      reserved_ = std::exchange(other.reserved_, 0);
+      writable_ = std::exchange(other.writable_, 0);
+    }
+    return *this;
+  }
+  ~GrowableBuffer() { Unmap(); }
+
+  // Makes the first `n` bytes writable (n <= max_bytes, the same max_bytes
+  // on every call). False when the system refuses the address space or the
+  // commit.
+  bool MakeWritable(uint64_t n, uint64_t max_bytes) {
+    if (n <= writable_) return true;
+    const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    if (base_ == nullptr) {
+      reserved_ = (max_bytes + page - 1) / page * page;
+      void* p =
+          mmap(nullptr, reserved_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (p == MAP_FAILED) {
+        reserved_ = 0;
+        return false;
+      }
+      base_ = static_cast<char*>(p);
+    }
+    const uint64_t to = std::min(reserved_, (n + page - 1) / page * page);
+    if (mprotect(base_ + writable_, to - writable_, PROT_READ | PROT_WRITE) != 0) return false;
+    writable_ = to;
+    return true;
+  }
+  char* data() const { return base_; }
+  uint64_t writable() const { return writable_; }
+
+ private:
+  void Unmap() {
+    if (base_ != nullptr) munmap(base_, reserved_);
+    base_ = nullptr;
+  }
+
+  char* base_ = nullptr;
+  uint64_t reserved_ = 0;  // address space, PROT_NONE beyond writable_
+  uint64_t writable_ = 0;
+};
+
+// A request body, contiguous: tensors are used in place from it. Its bytes
+// count against the in-flight budget (--max_inflight_bytes) before they are
+// taken, as a gRPC message's do: a reservation (CallPipeline::Reserve) that
+// the call's admission then takes over (Call::HoldReservation). A body of
+// known length is reserved whole before any of it is read, into one buffer
+// from BufferCache (through Tensor), whose pages a previous call already
+// touched (a fresh allocation's first-touch page faults cost more than
+// reading the bytes). A chunked body grows in a GrowableBuffer, reserved a
+// step ahead of its bytes.
 class BodyBytes {
  public:
-  // Room for `n` bytes in all, keeping the ones already there.
-  void Reserve(uint64_t n) {
-    if (n <= capacity_) return;
-    Tensor bigger(DType::kUInt8, {static_cast<int64_t>(n)});
-    if (size_ > 0) std::memcpy(bigger.mutable_data(), storage_.data(), size_);
-    storage_ = std::move(bigger);
-    capacity_ = n;
+  // Every request's body counts against `pipeline`'s budget, up to
+  // `max_bytes` (the body limit, which the parser enforces).
+  void CountAgainst(CallPipeline* pipeline, uint64_t max_bytes) {
+    pipeline_ = pipeline;
+    max_bytes_ = max_bytes;
   }
-  // Appends `buffers`, the room doubling when it runs out (a chunked body's
-  // length is not known ahead).
+  // A known length: `n` bytes reserved, then room for them. On refusal
+  // (RESOURCE_EXHAUSTED naming the budget, UNAVAILABLE while draining)
+  // nothing is allocated.
+  absl::Status ReserveExact(uint64_t n) {
+    RETURN_IF_ERROR(Count(n, absl::StrCat("request body of ", n, " bytes")));
+    storage_ = Tensor(DType::kUInt8, {static_cast<int64_t>(n)});
+    data_ = storage_.mutable_data_as<char>();
+    capacity_ = n;
+    exact_ = true;
+    return absl::OkStatus();
+  }
+  // Appends `buffers`: within ReserveExact's room, else (a chunked body)
+  // growing the room and its reservation by a step: an eighth of the body,
+  // 64 KiB to 8 MiB, so a body holds at most its size plus one step. On
+  // refusal nothing is appended and refusal() says why.
   template <class ConstBufferSequence>
-  void Append(const ConstBufferSequence& buffers) {
+  absl::Status Append(const ConstBufferSequence& buffers) {
     const uint64_t n = net::buffer_size(buffers);
-    if (size_ + n > capacity_) Reserve(std::max<uint64_t>({size_ + n, 2 * capacity_, 64 << 10}));
+    if (size_ + n > capacity_) {
+      if (absl::Status s = GrowTo(size_ + n); !s.ok()) {
+        refusal_ = s;
+        return s;
+      }
+    }
     net::buffer_copy(net::buffer(end(), n), buffers);
     size_ += n;
+    return absl::OkStatus();
   }
-  char* end() { return storage_.mutable_data_as<char>() + size_; }
+  char* end() { return data_ + size_; }
   void Grow(uint64_t n) { size_ += n; }
   uint64_t size() const { return size_; }
   absl::string_view view() const {
     if (size_ == 0) return "";
-    return absl::string_view(storage_.data_as<char>(), size_);
+    return absl::string_view(data_, size_);
   }
+  // Why the body could not grow (OK when it could).
+  const absl::Status& refusal() const { return refusal_; }
+  // The reservation, for the call that uses the body; the body keeps its bytes.
+  AdmissionTicket TakeReservation() { return std::move(reservation_); }
 
  private:
-  Tensor storage_;
+  static constexpr uint64_t kMinStep = 64 << 10;
+  static constexpr uint64_t kMaxStep = 8 << 20;
+
+  // Reserves `n` bytes in all; a refusal's message starts with `what`.
+  absl::Status Count(uint64_t n, absl::string_view what) {
+    if (pipeline_ == nullptr) return absl::OkStatus();
+    absl::Status s = pipeline_->Reserve(static_cast<int64_t>(n), &reservation_);
+    if (s.ok()) return s;
+    return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+  }
+  absl::Status GrowTo(uint64_t need) {
+    if (exact_ || need > max_bytes_) {
+      // Past a declared length or the body limit: the parser stops both first.
+      return absl::InternalError("request body past its declared length or the body limit");
+    }
+    const uint64_t step = std::clamp(need / 8, kMinStep, kMaxStep);
+    const uint64_t room = std::min(max_bytes_, need + step);
+    RETURN_IF_ERROR(Count(room, absl::StrCat("chunked request body at ", need, " bytes")));
+    if (!growable_.MakeWritable(room, max_bytes_)) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("no memory for a request body of ", need, " bytes: ", std::strerror(errno)));
+    }
+    data_ = growable_.data();
+    capacity_ = room;
+    return absl::OkStatus();
+  }
+
+  CallPipeline* pipeline_ = nullptr;
+  uint64_t max_bytes_ = 0;
+  AdmissionTicket reservation_;
+  Tensor storage_;           // a known length
+  GrowableBuffer growable_;  // a chunked body
+  char* data_ = nullptr;     // storage_'s or growable_'s
   uint64_t capacity_ = 0;
   uint64_t size_ = 0;
+  bool exact_ = false;  // ReserveExact's room: never grows
+  absl::Status refusal_;
 };
 
-// Beast's Body for requests read through its parser (chunked bodies, and
-// what arrived with the header): appends to BodyBytes, doubling its room
-// (BodyBytes::Append). The parser enforces the body limit.
+// Beast's Body for requests read through its parser (chunked bodies): the
+// chunks' payload appended to BodyBytes, which grows in steps and counts
+// them against the budget. The parser enforces the body limit (from a
+// chunk's declared size, before its bytes).
 struct RequestBody {
   using value_type = BodyBytes;
 
@@ -100,13 +220,16 @@ struct RequestBody {
    public:
     template <bool kIsRequest, class Fields>
     reader(http::header<kIsRequest, Fields>&, value_type& body) : body_(body) {}
-    void init(const boost::optional<std::uint64_t>& length, beast::error_code& ec) {
-      if (length) body_.Reserve(*length);
-      ec = {};
-    }
+    // A known length never comes here (the connection reads such a body
+    // itself, reserved before); a chunked body has none.
+    void init(const boost::optional<std::uint64_t>&, beast::error_code& ec) { ec = {}; }
     template <class ConstBufferSequence>
     std::size_t put(const ConstBufferSequence& buffers, beast::error_code& ec) {
-      body_.Append(buffers);
+      if (!body_.Append(buffers).ok()) {
+        // Connection::Refuse answers with body_.refusal().
+        ec = net::error::no_buffer_space;
+        return 0;
+      }
       ec = {};
       return net::buffer_size(buffers);
     }
@@ -179,6 +302,9 @@ struct HttpResponse {
   std::vector<std::pair<std::string, std::string>> headers;  // Content-Type first
   ResponseBody::value_type body;
   bool close = false;  // close the connection after it
+  // An infer's admission ticket, held for the answer's bytes until they are
+  // written (Connection::OnWritten), as gRPC holds it until OnDone.
+  AdmissionTicket ticket;
 };
 
 HttpResponse JsonResponse(int status, std::string json) {
@@ -408,6 +534,11 @@ namespace {
 // that stalls past it loses the connection.
 constexpr auto kIoTimeout = std::chrono::seconds(120);
 constexpr uint32_t kMaxHeaderBytes = 64 << 10;
+// After refusing a request whose body it did not read, a connection reads
+// on (and drops) what comes for at most this long before it closes, so the
+// client can finish sending and read the answer (see Connection::Linger).
+constexpr auto kLingerTime = std::chrono::seconds(5);
+constexpr size_t kLingerBufferBytes = 64 << 10;
 
 // One connection, HTTP (Stream = beast::tcp_stream) or HTTPS
 // (beast::ssl_stream<beast::tcp_stream>): reads a request, hands it to the
@@ -441,6 +572,8 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     parser_.emplace();
     parser_->header_limit(kMaxHeaderBytes);
     parser_->body_limit(static_cast<uint64_t>(server_->options.max_body_bytes));
+    parser_->get().body().CountAgainst(server_->pipeline,
+                                       static_cast<uint64_t>(server_->options.max_body_bytes));
     Lowest().expires_after(kIoTimeout);
     http::async_read_header(
         stream_, buffer_, *parser_,
@@ -451,6 +584,15 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     if (ec) return Refuse(ec);
     const auto& header = parser_->get();
     if (parser_->is_done()) return Dispatch();
+    if (!parser_->chunked() && parser_->content_length()) {
+      // A declared length counts against the in-flight budget before any
+      // of it is read (or a 100 Continue asks for it): over the budget the
+      // answer is 503 and the body is never taken.
+      if (absl::Status s = parser_->get().body().ReserveExact(*parser_->content_length());
+          !s.ok()) {
+        return RefuseWith(HttpStatusOf(s), std::string(s.message()));
+      }
+    }
     if (beast::iequals(header[http::field::expect], "100-continue")) {
       // curl sends this before bodies over 1 MiB and waits for it.
       continue_.emplace(http::status::continue_, header.version());
@@ -475,18 +617,20 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
       });
     }
     // A known length (under the limit: the parser checked it with the
-    // header): what came with the header, then the rest read straight into
-    // the body, each read as large as the socket has.
+    // header; reserved in OnHeader): what came with the header, then the
+    // rest read straight into the body, each read as large as the socket has.
     const uint64_t length = *parser_->content_length();
     BodyBytes& body = parser_->get().body();
-    body.Reserve(length);
     const size_t have = std::min<uint64_t>(buffer_.size(), length);
-    body.Append(beast::buffers_prefix(have, buffer_.data()));
+    // Within the room reserved for `length`: cannot be refused.
+    body.Append(beast::buffers_prefix(have, buffer_.data())).IgnoreError();
     buffer_.consume(have);
     if (have == length) return Dispatch();
     net::async_read(stream_, net::buffer(body.end(), length - have),
                     [self](beast::error_code ec, size_t n) {
-                      if (ec) return;  // the client went away or stalled
+                      // The client went away or stalled: the connection
+                      // ends, and with it the body and its reservation.
+                      if (ec) return;
                       self->parser_->get().body().Grow(n);
                       self->Dispatch();
                     });
@@ -497,7 +641,12 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
   void Refuse(beast::error_code ec) {
     int status = 400;
     std::string why;
-    if (ec == http::error::body_limit) {
+    if (parser_.has_value() && !parser_->get().body().refusal().ok()) {
+      // A chunked body the in-flight budget could not take (503).
+      const absl::Status& refusal = parser_->get().body().refusal();
+      status = HttpStatusOf(refusal);
+      why = std::string(refusal.message());
+    } else if (ec == http::error::body_limit) {
       status = 413;
       why = absl::StrCat("the request body is over the limit of ", server_->options.max_body_bytes,
                          " bytes (--max_message_bytes)");
@@ -511,9 +660,19 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     } else {
       return;  // end of stream, reset, timeout, TLS truncation: close
     }
+    RefuseWith(status, why);
+  }
+
+  // Answers `status` with {"error": why} and closes after lingering: the
+  // body (if any) is not read, so the client may still be sending it.
+  void RefuseWith(int status, const std::string& why) {
+    // What was read of the body and its reservation go back now, not when
+    // the connection ends.
+    parser_.reset();
     version_ = 11;
     keep_alive_ = false;
     head_ = false;
+    linger_ = true;
     HttpResponse r = JsonResponse(status, ErrorJson(why));
     r.close = true;
     Send(std::move(r));
@@ -541,6 +700,7 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     for (auto& [name, value] : r.headers) res.insert(name, value);
     res.keep_alive(keep_alive_ && !r.close);
     res.body() = std::move(r.body);
+    answer_ticket_ = std::move(r.ticket);
     res.prepare_payload();
     if (head_) res.body() = {};  // the length of a GET, no body
     Lowest().expires_after(kIoTimeout);
@@ -551,7 +711,8 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
 
   void OnWritten(beast::error_code ec) {
     const bool keep = !ec && response_->keep_alive();
-    response_.reset();  // gives the outputs' buffers back now, not at the next answer
+    response_.reset();         // gives the outputs' buffers back now, not at the next answer
+    answer_ticket_.Release();  // and their bytes of the budget
     if (ec) return;
     if (keep) return ReadHeader();
     if constexpr (kTls) {
@@ -560,7 +721,23 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     } else {
       beast::error_code ignored;
       Lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
+      if (linger_) {
+        // A refused request's body may still be on its way: closing with
+        // unread bytes would send a reset, which can destroy the answer
+        // before the client reads it. Read on and drop what comes, until
+        // the client closes or kLingerTime passes (nginx's lingering_close).
+        Lowest().expires_after(kLingerTime);
+        linger_buffer_ = std::make_unique<char[]>(kLingerBufferBytes);
+        Linger();
+      }
     }
+  }
+
+  void Linger() {
+    Lowest().async_read_some(net::buffer(linger_buffer_.get(), kLingerBufferBytes),
+                             [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                               if (!ec) self->Linger();  // EOF, an error or the time limit: close
+                             });
   }
 
   HttpServerImpl* const server_;
@@ -569,9 +746,12 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
   std::optional<http::request_parser<RequestBody>> parser_;
   std::optional<http::response<http::empty_body>> continue_;
   std::optional<http::response<ResponseBody>> response_;
+  AdmissionTicket answer_ticket_;  // response_'s bytes (HttpResponse::ticket)
   unsigned version_ = 11;
   bool keep_alive_ = true;
   bool head_ = false;
+  bool linger_ = false;  // RefuseWith: read on after the answer before closing
+  std::unique_ptr<char[]> linger_buffer_;
 };
 
 }  // namespace
@@ -608,8 +788,9 @@ void HttpServerImpl::Accept() {
 
 // One infer, from its request to its answer. Owns itself: deleted in
 // Answer, on the connection's loop, once the answer is handed to the
-// connection (~Call then gives the admission ticket back, as a gRPC
-// reactor's OnDone does).
+// connection, with the admission ticket (shrunk to the answer's bytes),
+// which the connection gives back once the answer is written, as a gRPC
+// reactor's OnDone does.
 class InferCall {
  public:
   InferCall(HttpServerImpl* server, HttpRequest req, net::any_io_executor loop, Reply reply)
@@ -642,6 +823,9 @@ class InferCall {
                                  // inside RunUnary, which still uses the call.
                                  net::post(loop_, [this] { Answer(); });
                                });
+    // The body was counted as it arrived: its reservation becomes the
+    // call's admission ticket, grown to the call's whole budget.
+    call_->HoldReservation(req_.body.TakeReservation());
     call_->RunUnary(
         model, static_cast<int64_t>(body.size()),
         [&]() -> absl::StatusOr<std::unique_ptr<PreparedCall>> {
@@ -703,9 +887,14 @@ class InferCall {
       }
       r.body.infer_json = std::move(json_);
       r.body.binary = std::move(binary_);
+      // The request's bytes go with this InferCall; the answer's stay
+      // counted until the connection has written them.
+      r.ticket = call_->TakeTicket();
+      AdmissionController::Limit unused;
+      r.ticket.Resize(static_cast<int64_t>(ResponseBody::size(r.body)), &unused).IgnoreError();
       reply_(std::move(r));
     }
-    delete this;  // ~Call gives the admission ticket back
+    delete this;  // ~Call gives an error's admission ticket back
   }
 
   HttpServerImpl* const server_;

@@ -12,13 +12,19 @@
 // calls reuse (BufferCache), in reads as large as the socket has, so a
 // 16 MiB body is a few dozen reads and no copy (libevent 2.1's evhttp, the
 // first transport, read 4 KiB per loop turn: REST was 0.3-0.7x of gRPC from
-// 64 KiB up). An infer is translated by server/http/json_binding.h into an
-// InferRequest and runs on the Call lifecycle every front door shares
-// (server/core/call.h: bearer token, drain gate, admission, the kernel
-// inline or on the pool, metrics under method="REST", access log); the
-// thread that finishes it encodes the answer and posts it to the
-// connection's loop, which writes the JSON and the binary outputs in one
-// gather write without copying them.
+// 64 KiB up). A body counts against the in-flight byte budget
+// (--max_inflight_bytes) before it is read, as a gRPC message does: a
+// declared length is reserved whole once the header is in (over the budget:
+// 503 at once, the body unread), a chunked body grows in place a step at a
+// time, each step reserved first; the reservation becomes the call's
+// admission ticket (Call::HoldReservation). An infer is translated by
+// server/http/json_binding.h into an InferRequest and runs on the Call
+// lifecycle every front door shares (server/core/call.h: bearer token, drain
+// gate, admission, the kernel inline or on the pool, metrics under
+// method="REST", access log); the thread that finishes it encodes the answer
+// and posts it to the connection's loop, which writes the JSON and the
+// binary outputs in one gather write without copying them, holding the
+// call's ticket (shrunk to the answer's bytes) until they are written.
 //
 // Also statistics (the gRPC ModelStatistics' totals), the repository index
 // and system shared memory status/register/unregister (501 unless
@@ -27,8 +33,10 @@
 // Health live/ready are open (no token) and ready answers 503 while the
 // server drains; everything else needs the token when one is configured and
 // gets 503 while draining. Every error, the transport's too (400 malformed,
-// 413 body over the limit, 431 header over 64 KiB), is a JSON
-// {"error": "..."} body.
+// 413 body over the limit, 431 header over 64 KiB, 503 body over the
+// in-flight budget), is a JSON {"error": "..."} body; after refusing a
+// request it has not read, a connection reads on (dropping the bytes) for
+// up to 5 s before it closes, so the client gets the answer, not a reset.
 //
 // With Options::tls the port speaks HTTPS only: every connection starts with
 // a TLS handshake (the gRPC door's certificate, and with a client CA mutual

@@ -1204,6 +1204,9 @@ int HttpStatusOf(const absl::Status& status) {
       return 403;
     case absl::StatusCode::kNotFound:
       return 404;
+    case absl::StatusCode::kAlreadyExists:  // a shared memory region's name
+    case absl::StatusCode::kAborted:
+      return 409;
     case absl::StatusCode::kResourceExhausted:
       // A tensor over a size limit names its flag; the rest is admission (overloaded).
       return status.message().find("(--max_") != absl::string_view::npos ? 413 : 503;

@@ -1,12 +1,14 @@
 // A server under a real memory limit (a memory cgroup this test creates:
 // v2 memory.max or v1 memory.limit_in_bytes) with no memory flags: it
-// derives its budgets from the limit, and a burst of large Execute calls and
-// ExecuteStream uploads whose total is several times the limit is answered
-// with RESOURCE_EXHAUSTED for the excess instead of an OOM kill. Every
-// admitted call's result is checked byte for byte.
+// derives its budgets from the limit, and a burst through both doors at once
+// whose total is several times the limit (gRPC: large Execute calls and
+// ExecuteStream uploads; HTTP/REST: binary infers with a Content-Length and
+// chunked bodies) is answered with RESOURCE_EXHAUSTED (gRPC) or 503/413 with
+// a JSON error (REST) for the excess instead of an OOM kill. Every admitted
+// call's result is checked byte for byte.
 //
 // Needs root and a writable cgroup hierarchy; skipped (ctest SKIP) otherwise.
-// Label "memlimit"; about 20 s on 2 cores.
+// Label "memlimit"; 30-60 s on 2 cores.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -24,14 +26,19 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tensorops/client.h"
+#include "tests/harness/http_post.h"
 #include "tests/harness/server_process.h"
 
 namespace tensorops {
 namespace {
 
+using ::tensorops::testing::HttpPost;
+using ::tensorops::testing::HttpPostAnswer;
+using ::tensorops::testing::HttpPostOptions;
 using ::tensorops::testing::ServerProcess;
 
 constexpr int64_t kLimitBytes = int64_t{1} << 30;
@@ -126,6 +133,49 @@ std::string CheckReversed(const Tensor& out, int64_t n, int64_t salt) {
   return "";
 }
 
+// A binary REST infer of Reverse (axis 0) over Value(i, salt), i < n, its
+// output binary too.
+struct RestInfer {
+  std::string body;
+  HttpPostOptions options;
+};
+RestInfer ReverseInfer(int64_t n, int64_t salt, int64_t chunk_bytes) {
+  const std::string json =
+      absl::StrCat(R"({"inputs":[{"name":"data","shape":[)", n,
+                   R"(],"datatype":"UINT8","parameters":{"binary_data_size":)", n,
+                   R"(}},{"name":"axis","shape":[1],"datatype":"INT64","data":[0]}],)",
+                   R"("parameters":{"mode":"index","binary_data_output":true}})");
+  RestInfer r;
+  r.body.reserve(json.size() + static_cast<size_t>(n));
+  r.body = json;
+  for (int64_t j = 0; j < n; ++j) r.body.push_back(static_cast<char>(Value(j, salt)));
+  r.options.headers = absl::StrCat("Inference-Header-Content-Length: ", json.size(), "\r\n");
+  r.options.chunk_bytes = chunk_bytes;
+  r.options.timeout_ms = 120000;
+  return r;
+}
+
+// Empty when `a` is a 200 whose binary output is Reverse of Value(i, salt).
+std::string CheckRestReversed(const HttpPostAnswer& a, int64_t n, int64_t salt) {
+  int64_t json = 0;
+  if (!absl::SimpleAtoi(a.Field("Inference-Header-Content-Length"), &json) ||
+      static_cast<int64_t>(a.body.size()) != json + n) {
+    return "wrong answer size";
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (static_cast<uint8_t>(a.body[json + i]) != Value(n - 1 - i, salt)) {
+      return absl::StrCat("wrong byte at ", i);
+    }
+  }
+  return "";
+}
+
+// A refusal as the REST door must give it: 503 or 413 with a JSON error.
+bool IsJsonRefusal(const HttpPostAnswer& a) {
+  return (a.status == 503 || a.status == 413) && a.Field("Content-Type") == "application/json" &&
+         absl::StartsWith(a.body, R"({"error":")");
+}
+
 TEST(MemoryLimitE2ETest, BurstPastTheLimitIsRefusedNotKilled) {
   MemoryCgroup cgroup(kLimitBytes);
   if (cgroup.dir().empty()) {
@@ -145,7 +195,7 @@ TEST(MemoryLimitE2ETest, BurstPastTheLimitIsRefusedNotKilled) {
                    TENSOROPS_SERVER_PATH, " \"$@\" 2>>", log_path, "\n")));
   chmod(wrapper.c_str(), 0755);
   ServerProcess server;
-  std::vector<std::string> flags = {"--metrics_port=0", "--threads=2"};
+  std::vector<std::string> flags = {"--metrics_port=0", "--threads=2", "--http_port=0"};
   // For measuring what each bound does (docs/memory.md), e.g. --grpc_memory_bytes=0.
   if (const char* extra = std::getenv("MEMLIMIT_TEST_SERVER_FLAG")) flags.push_back(extra);
   ASSERT_TRUE(server.Start(wrapper, flags).ok());
@@ -184,6 +234,24 @@ TEST(MemoryLimitE2ETest, BurstPastTheLimitIsRefusedNotKilled) {
     for (int64_t j = 0; j < n; ++j) inputs[i][j] = Value(j, i);
   }
 
+  // The REST burst: binary infers with a Content-Length, and chunked ones
+  // (1 MiB chunks), sent with the gRPC burst.
+  constexpr int kRestWhole = 8;    // 64 MiB each: 128 MiB of budget
+  constexpr int kRestChunked = 2;  // 200 MiB each: 400 MiB of budget
+  constexpr int64_t kRestWholeBytes = int64_t{64} << 20;
+  constexpr int64_t kRestChunkedBytes = int64_t{200} << 20;
+  std::vector<RestInfer> rest;
+  std::vector<int64_t> rest_n;
+  for (int i = 0; i < kRestWhole + kRestChunked; ++i) {
+    const bool chunked = i >= kRestWhole;
+    rest_n.push_back(chunked ? kRestChunkedBytes : kRestWholeBytes);
+    rest.push_back(ReverseInfer(rest_n.back(), 100 + i, chunked ? int64_t{1} << 20 : 0));
+  }
+  const int http_port = server.http_port();
+  ASSERT_GT(http_port, 0);
+  const int64_t rss_before = server.StatusKiB("VmRSS:") >> 10;
+
+  std::atomic<int> rest_ok{0}, rest_503{0}, rest_413{0}, rest_other{0};
   std::atomic<int> ok{0}, refused{0}, other{0}, wrong{0};
   std::mutex mu;
   std::vector<std::string> others;
@@ -218,6 +286,29 @@ TEST(MemoryLimitE2ETest, BurstPastTheLimitIsRefusedNotKilled) {
       }
     });
   }
+  for (int i = 0; i < kRestWhole + kRestChunked; ++i) {
+    callers.emplace_back([&, i] {
+      while (!go.load()) std::this_thread::yield();
+      const HttpPostAnswer a =
+          HttpPost(http_port, "/v2/models/Reverse/infer", rest[i].body, rest[i].options);
+      std::lock_guard<std::mutex> lock(mu);
+      if (a.status == 200) {
+        ++rest_ok;
+        const std::string bad = CheckRestReversed(a, rest_n[i], 100 + i);
+        if (!bad.empty()) {
+          ++wrong;
+          others.push_back(absl::StrCat("REST call ", i, ": ", bad));
+        }
+      } else if (IsJsonRefusal(a)) {
+        ++(a.status == 503 ? rest_503 : rest_413);
+        refusals[absl::StrCat("REST ", a.status, " ", a.body.substr(0, 60))]++;
+      } else {
+        ++rest_other;
+        others.push_back(absl::StrCat("REST call ", i, ": status ", a.status, " ", a.error, " ",
+                                      a.body.substr(0, 200)));
+      }
+    });
+  }
   const auto start = std::chrono::steady_clock::now();
   go = true;
   for (auto& t : callers) t.join();
@@ -234,12 +325,20 @@ TEST(MemoryLimitE2ETest, BurstPastTheLimitIsRefusedNotKilled) {
       static_cast<long long>(cgroup.PeakBytes() >> 20),
       static_cast<long long>(server.StatusKiB("VmRSS:") >> 10),
       static_cast<long long>(cgroup.OomKills()));
+  std::printf(
+      "REST: %d x %lld MiB Content-Length + %d x %lld MiB chunked: %d 200 (verified), %d 503, "
+      "%d 413, %d other; server RSS before the burst %lld MiB, peak (VmHWM) %lld MiB\n",
+      kRestWhole, static_cast<long long>(kRestWholeBytes >> 20), kRestChunked,
+      static_cast<long long>(kRestChunkedBytes >> 20), rest_ok.load(), rest_503.load(),
+      rest_413.load(), rest_other.load(), static_cast<long long>(rss_before),
+      static_cast<long long>(server.StatusKiB("VmHWM:") >> 10));
   for (const std::string& s : others) std::printf("  %s\n", s.c_str());
   for (const auto& [message, n] : refusals) std::printf("  %d x %s\n", n, message.c_str());
 
   EXPECT_EQ(cgroup.OomKills(), 0);
   EXPECT_TRUE(server.Signal(0)) << "the server died";
   EXPECT_EQ(other.load(), 0);
+  EXPECT_EQ(rest_other.load(), 0);
   EXPECT_EQ(wrong.load(), 0);
   EXPECT_GT(ok.load(), 0) << "nothing was admitted";
   EXPECT_GT(refused.load(), 0) << "the burst fit: make it bigger";
@@ -255,6 +354,18 @@ TEST(MemoryLimitE2ETest, BurstPastTheLimitIsRefusedNotKilled) {
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(CheckReversed((*r)[0], n, i), "");
   }
+  // And one REST call of each kind.
+  for (int i : {0, kRestWhole}) {
+    const HttpPostAnswer a =
+        HttpPost(http_port, "/v2/models/Reverse/infer", rest[i].body, rest[i].options);
+    ASSERT_EQ(a.status, 200) << a.error << " " << a.body.substr(0, 200);
+    EXPECT_EQ(CheckRestReversed(a, rest_n[i], 100 + i), "");
+  }
+  EXPECT_EQ(cgroup.OomKills(), 0);
+  std::printf("after: server RSS %lld MiB, peak (VmHWM) %lld MiB, cgroup peak %lld MiB\n",
+              static_cast<long long>(server.StatusKiB("VmRSS:") >> 10),
+              static_cast<long long>(server.StatusKiB("VmHWM:") >> 10),
+              static_cast<long long>(cgroup.PeakBytes() >> 20));
   clients.clear();
   EXPECT_EQ(server.Stop(), 0);
   unlink(wrapper.c_str());

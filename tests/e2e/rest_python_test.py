@@ -500,6 +500,24 @@ class RestClientTest(unittest.TestCase):
                                          json.dumps({"key": key, "offset": 0,
                                                      "byte_size": 2 * a.nbytes}))
                 self.assertEqual(status, 200, answer)
+                # The name again: a conflict (409, as ALREADY_EXISTS over gRPC), not a 500.
+                status, h, answer = call(conn, "POST", "/v2/systemsharedmemory/region/r1/register",
+                                         json.dumps({"key": key, "offset": 0, "byte_size": 8}))
+                self.assertEqual(status, 409, answer)
+                self.assertEqual(h["content-type"], "application/json")
+                self.assertIn("'r1' is already registered", json.loads(answer)["error"])
+                # Other inputs the registry refuses: 4xx each, never 500.
+                for body, want in [("{", 400), (json.dumps({"key": key}), 400),
+                                   (json.dumps({"key": "no-slash", "byte_size": 8}), 400),
+                                   (json.dumps({"key": "/tensorops-none", "byte_size": 8}), 404),
+                                   (json.dumps({"key": key, "offset": 2 * a.nbytes,
+                                                "byte_size": 8}), 400)]:
+                    status, _, answer = call(conn, "POST",
+                                             "/v2/systemsharedmemory/region/r2/register", body)
+                    self.assertEqual(status, want, (body, answer))
+                    self.assertIn("error", json.loads(answer))
+                status, _, answer = call(conn, "POST", "/v2/systemsharedmemory/region/r9/unregister")
+                self.assertEqual(status, 404, answer)
                 status, _, answer = call(conn, "GET", "/v2/systemsharedmemory/region/r1/status")
                 self.assertEqual(json.loads(answer), [{"name": "r1", "key": key, "offset": 0,
                                                        "byte_size": 2 * a.nbytes}])

@@ -69,11 +69,14 @@ absl::Status ServerProcess::Start(const std::string& binary,
   std::vector<std::string> args = {binary, "--host=127.0.0.1", "--port=0", "--http_port=-1"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   bool metrics_disabled = false;
+  bool want_http = false;
   for (const std::string& a : extra_args) {
     if (a == "--metrics_port=-1") metrics_disabled = true;
+    if (a == "--http_port=0") want_http = true;
   }
   port_ = 0;
   metrics_port_ = -1;
+  http_port_ = -1;
   const pid_t parent = getpid();
   pid_ = fork();
   if (pid_ < 0) return absl::InternalError("fork failed");
@@ -101,7 +104,12 @@ absl::Status ServerProcess::Start(const std::string& binary,
   bool metrics_wait_started = false;
   while (std::chrono::steady_clock::now() < deadline) {
     if (port_ <= 0) port_ = PortAfter(seen, "listening on 127.0.0.1:", '\n');
-    if (port_ > 0) {
+    if (want_http && http_port_ <= 0) {
+      // Printed after the other lines: wait for it like the port's.
+      const int h = PortAfter(seen, "http on http://127.0.0.1:", '\n');
+      http_port_ = h > 0 ? h : -1;
+    }
+    if (port_ > 0 && (!want_http || http_port_ > 0)) {
       const int mport = MetricsPort(seen);
       if (mport > 0) {
         metrics_port_ = mport;

@@ -47,6 +47,9 @@ class ServerProcess {
 
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
+  // The HTTP/REST port when extra_args held --http_port=0 (Start then also
+  // waits for "http on http://127.0.0.1:PORT"); -1 otherwise.
+  int http_port() const { return http_port_; }
   // A size field of /proc/PID/status in KiB ("VmRSS:", "VmHWM:"), or -1 when
   // the server is not running or has no such field.
   int64_t StatusKiB(const std::string& field) const;  // -1 if the server printed none
@@ -59,6 +62,7 @@ class ServerProcess {
   pid_t pid_ = -1;
   int port_ = 0;
   int metrics_port_ = -1;
+  int http_port_ = -1;
   int stdout_fd_ = -1;
 };
 

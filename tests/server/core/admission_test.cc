@@ -149,5 +149,76 @@ TEST_F(AdmissionTest, WaitIdleReturnsWhenTheLastTicketGoes) {
   releaser.join();
 }
 
+TEST_F(AdmissionTest, ReservationCountsBytesGrowsAndBecomesTheCallsTicket) {
+  AdmissionController admission = MakeController(1, 1000);
+  Limit limit;
+  // A body arriving: bytes only, not a request in flight, no queue slot.
+  absl::StatusOr<AdmissionTicket> r = admission.Reserve(100, &limit);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->request());
+  EXPECT_EQ(admission.inflight_bytes(), 100);
+  EXPECT_EQ(admission.inflight_requests(), 0);
+  EXPECT_TRUE(admission.WaitIdle(absl::Now()));  // the drain does not wait for it
+  // It grows as bytes come; a step past the budget is refused and changes nothing.
+  EXPECT_TRUE(r->Resize(600, &limit).ok());
+  EXPECT_EQ(admission.inflight_bytes(), 600);
+  const absl::Status over = r->Resize(1001, &limit);
+  EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(over.message().find("--max_inflight_bytes=1000"), absl::string_view::npos) << over;
+  EXPECT_EQ(limit, Limit::kInflightBytes);
+  absl::StatusOr<AdmissionTicket> other = admission.Admit(300, Queue::kLater, &limit);
+  ASSERT_TRUE(other.ok());
+  const absl::Status full = r->Resize(800, &limit);
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(full.message().find("needs 200 more"), absl::string_view::npos) << full;
+  EXPECT_EQ(r->bytes(), 600);
+  EXPECT_EQ(admission.inflight_bytes(), 900);
+  // The call's admission: only the growth counts, the reservation is its ticket.
+  EXPECT_TRUE(r->AdmitReserved(700, Queue::kNow, &limit).ok());
+  EXPECT_TRUE(r->request());
+  EXPECT_TRUE(r->queued());
+  EXPECT_EQ(admission.inflight_bytes(), 1000);
+  EXPECT_EQ(admission.inflight_requests(), 2);
+  EXPECT_EQ(admission.queued(), 1);
+  EXPECT_EQ(r->AdmitReserved(700, Queue::kNow, &limit).code(),
+            absl::StatusCode::kFailedPrecondition);  // admitted already
+  r->Release();
+  other->Release();
+  EXPECT_EQ(admission.inflight_bytes(), 0);
+  EXPECT_EQ(admission.inflight_requests(), 0);
+  EXPECT_EQ(admission.queued(), 0);
+  AdmissionTicket empty;
+  EXPECT_EQ(empty.Resize(10, &limit).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(AdmissionTest, ReservationRefusalsAndShrinking) {
+  AdmissionController admission = MakeController(1, 1000);
+  Limit limit;
+  absl::StatusOr<AdmissionTicket> too_big = admission.Reserve(1001, &limit);
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(limit, Limit::kInflightBytes);
+  // Admitted for less than it reserved (a chunked body's step ahead): shrinks.
+  absl::StatusOr<AdmissionTicket> r = admission.Reserve(500, &limit);
+  ASSERT_TRUE(r.ok());
+  absl::StatusOr<AdmissionTicket> queued = admission.Admit(10, Queue::kNow, &limit);
+  ASSERT_TRUE(queued.ok());
+  // Refused (queue full): the reservation stays as it was, not a request.
+  EXPECT_EQ(r->AdmitReserved(400, Queue::kNow, &limit).code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(limit, Limit::kQueue);
+  EXPECT_FALSE(r->request());
+  EXPECT_EQ(admission.inflight_bytes(), 510);
+  queued->Release();
+  EXPECT_TRUE(r->AdmitReserved(400, Queue::kNow, &limit).ok());
+  EXPECT_EQ(admission.inflight_bytes(), 400);
+  // Closed (the drain): no new reservation, no reservation admitted.
+  absl::StatusOr<AdmissionTicket> late = admission.Reserve(10, &limit);
+  ASSERT_TRUE(late.ok());
+  admission.Close();
+  EXPECT_EQ(admission.Reserve(10, &limit).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(late->AdmitReserved(20, Queue::kLater, &limit).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(limit, Limit::kNone);
+}
+
 }  // namespace
 }  // namespace tensorops

@@ -233,5 +233,44 @@ TEST_F(CallTest, GateWantsTheBearerTokenWhenConfigured) {
   EXPECT_EQ(s.message().find("s3cret"), absl::string_view::npos);
 }
 
+TEST_F(CallTest, HeldReservationBecomesTheTicketAndIsCountedOnce) {
+  SetUpPipeline(4);
+  {
+    // A door reserved the request's bytes as they arrived, in two steps.
+    AdmissionTicket reservation;
+    ASSERT_TRUE(pipeline_->Reserve(1000, &reservation).ok());
+    ASSERT_TRUE(pipeline_->Reserve(3000, &reservation).ok());
+    EXPECT_EQ(admission_->inflight_bytes(), 3000);
+    EXPECT_EQ(admission_->inflight_requests(), 0);
+    // Past the budget (1 MiB): refused, counted, the reservation unchanged.
+    EXPECT_EQ(pipeline_->Reserve((1 << 20) + 1, &reservation).code(),
+              absl::StatusCode::kResourceExhausted);
+    EXPECT_EQ(Sample("tensorops_rejected_requests_total", {{"limit", "inflight_bytes"}}), 1);
+    EXPECT_EQ(admission_->inflight_bytes(), 3000);
+    std::unique_ptr<Call> call = NewCall(CallMethod::kRest);
+    call->HoldReservation(std::move(reservation));
+    // Request (3000, already held) + output: 5000 in all, not 8000.
+    ASSERT_TRUE(call->Admit(5000, Queue::kNow).ok());
+    EXPECT_EQ(admission_->inflight_bytes(), 5000);
+    EXPECT_EQ(admission_->inflight_requests(), 1);
+    call->Finish(absl::CancelledError("test over"), 0, 0);
+  }
+  EXPECT_EQ(admission_->inflight_bytes(), 0);
+  EXPECT_EQ(admission_->inflight_requests(), 0);
+  EXPECT_EQ(admission_->queued(), 0);
+  {
+    // Refused at admission: the reservation stays the call's until it goes.
+    AdmissionTicket reservation;
+    ASSERT_TRUE(pipeline_->Reserve(1000, &reservation).ok());
+    Call call(pipeline_.get(), CallMethod::kRest, &ctx_, [](const grpc::Status&) {});
+    call.HoldReservation(std::move(reservation));
+    EXPECT_EQ(call.Admit((1 << 20) + 1, Queue::kNow).code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_EQ(Sample("tensorops_rejected_requests_total", {{"limit", "inflight_bytes"}}), 2);
+    EXPECT_EQ(admission_->inflight_bytes(), 1000);
+    call.Finish(absl::ResourceExhaustedError("refused"), 0, 0);
+  }
+  EXPECT_EQ(admission_->inflight_bytes(), 0);
+}
+
 }  // namespace
 }  // namespace tensorops

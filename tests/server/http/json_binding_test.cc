@@ -317,5 +317,42 @@ TEST(JsonBindingTest, EncodedNumbersReadBackExactly) {
   EXPECT_EQ(std::memcmp(got.data() + 6, values.data() + 6, 12), 0);
 }
 
+// Every status code's HTTP status: 500 only for the codes no request can
+// cause (../shared/api-rest.md "Status codes").
+TEST(JsonBindingTest, HttpStatusOfEveryCode) {
+  struct Row {
+    absl::Status status;
+    int want;
+  };
+  const Row rows[] = {
+      {absl::OkStatus(), 200},
+      {absl::InvalidArgumentError("x"), 400},
+      {absl::OutOfRangeError("x"), 400},
+      {absl::FailedPreconditionError("x"), 400},
+      {absl::UnauthenticatedError("x"), 401},
+      {absl::PermissionDeniedError("x"), 403},
+      {absl::NotFoundError("x"), 404},
+      {absl::AlreadyExistsError("shared memory region 'r' is already registered"), 409},
+      {absl::AbortedError("x"), 409},
+      {absl::ResourceExhaustedError("tensor 'data' is over the limit (--max_tensor_bytes)"), 413},
+      {absl::ResourceExhaustedError("in-flight byte budget exhausted (1 of "
+                                    "--max_inflight_bytes=2 in use)"),
+       503},
+      {absl::ResourceExhaustedError("server queue is full (1 requests waiting, --max_queue=1)"),
+       503},
+      {absl::UnavailableError("server is shutting down"), 503},
+      {absl::DeadlineExceededError("x"), 504},
+      {absl::CancelledError("x"), 499},
+      {absl::UnimplementedError("x"), 501},
+      {absl::InternalError("x"), 500},
+      {absl::UnknownError("x"), 500},
+      {absl::DataLossError("x"), 500},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.status.ToString());
+    EXPECT_EQ(HttpStatusOf(row.status), row.want);
+  }
+}
+
 }  // namespace
 }  // namespace tensorops
