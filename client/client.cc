@@ -487,7 +487,10 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& opti
   args.SetServiceConfigJSON(ServiceConfigJson(options));
   // Our service config, not one from DNS TXT records.
   args.SetInt(GRPC_ARG_SERVICE_CONFIG_DISABLE_RESOLUTION, 1);
-  args.SetInt(GRPC_ARG_ENABLE_RETRIES, options.retry.enabled ? 1 : 0);
+  // Kept on without a retry policy too: gRPC's transparent retries resend
+  // only calls no server saw (a load balancer's REFUSED_STREAM at a
+  // replica's kill -9 ended 8 of 22,236 calls UNAVAILABLE with them off).
+  args.SetInt(GRPC_ARG_ENABLE_RETRIES, 1);
   if (options.retry.enabled) {
     args.SetInt(GRPC_ARG_PER_RPC_RETRY_BUFFER_SIZE,
                 static_cast<int>(std::min<int64_t>(options.retry.max_buffered_bytes, INT32_MAX)));

@@ -7,7 +7,7 @@
 #   tools/container_setup.sh packages   # apt-get installs what is missing
 #   tools/container_setup.sh rootfs     # prints the path of the bookworm minbase tarball (made once)
 #   tools/container_setup.sh base       # debian:bookworm-slim from that tarball (skipped if present)
-#   tools/container_setup.sh standins   # local nginx and prom/prometheus images, named as in the compose file
+#   tools/container_setup.sh standins   # local haproxy and prom/prometheus images, named as in the compose file
 #   tools/container_setup.sh image      # buildah bud of ./Dockerfile -> tensorops:latest
 #   tools/container_setup.sh all        # all of the above, in that order
 #
@@ -91,7 +91,7 @@ base() {
   say "imported $tar as $BASE_IMAGE"
 }
 
-# "nginx:1.22" -> docker.io/library/nginx:1.22, "prom/prometheus:v2.42.0" ->
+# "haproxy:2.6" -> docker.io/library/haproxy:2.6, "prom/prometheus:v2.42.0" ->
 # docker.io/prom/prometheus:v2.42.0: the names Podman resolves the compose
 # file's short names to.
 qualify() {
@@ -109,7 +109,7 @@ qualify() {
 standins() {
   base
   local name file ref
-  for name in nginx prometheus; do
+  for name in haproxy prometheus; do
     ref=$(python3 - "$ROOT/deploy/docker-compose.yml" "$name" <<'PY'
 import sys, yaml
 print(yaml.safe_load(open(sys.argv[1]))["services"][sys.argv[2]]["image"])
@@ -128,7 +128,7 @@ PY
 }
 
 # --format docker: the OCI image format has no HEALTHCHECK, and Buildah drops
-# it (with only a warning); the compose file's nginx waits for it.
+# it (with only a warning); the compose file's HAProxy waits for it.
 # --layers keeps each step as a cached image, so the build stage's packages
 # are installed once; the build stage is tagged (BUILD_CACHE) to keep that
 # cache, and the build stage and image the new build replaces are removed

@@ -11,7 +11,7 @@ fi
 
 # SETUP_PROFILE=image: only what building the server, CLI and SDK without
 # tests and benchmarks needs (the Dockerfile's build stage); this skips clang,
-# Node.js, nginx and Prometheus, a few hundred packages the image never uses.
+# Node.js, HAProxy and Prometheus, a few hundred packages the image never uses.
 PROFILE=${SETUP_PROFILE:-full}
 PACKAGES=(
   # toolchain
@@ -38,7 +38,7 @@ case "$PROFILE" in
       # tools/tsan.supp (matched by function name) stops matching
       clang libclang-rt-14-dev llvm-14
       # deployment tests (tests/deploy): load balancer, scraper, compose and YAML checks
-      nginx prometheus docker-compose curl python3-yaml
+      haproxy prometheus docker-compose curl python3-yaml
       # security tests: throwaway CA, server and client certificates
       openssl
       # the Open Inference Protocol's independent client test (tests/e2e/oip_python_test.py)

@@ -4,18 +4,18 @@
 # no image registry needed; tools/container_setup.sh prepares the machine).
 # Checks, as a user of the stack would:
 #   1. the image builds from ./Dockerfile; it holds no compiler or headers;
-#   2. `docker-compose up` of three replicas, nginx and Prometheus (Grafana
+#   2. `docker-compose up` of three replicas, HAProxy and Prometheus (Grafana
 #      has no Debian package and is left out of this run only); every replica
 #      becomes healthy through the image's own HEALTHCHECK;
 #   3. each replica runs as uid 10001 with a read-only root filesystem;
-#   4. health and verified Roll calls through nginx's published port reach all
-#      three replicas (each one's own /metrics counts them); through nginx's
+#   4. health and verified Roll calls through HAProxy's published port reach all
+#      three replicas (each one's own /metrics counts them); through HAProxy's
 #      published REST port, GET /v2/health/ready answers 200 and JSON infers
 #      (Open Inference Protocol) return the right tensors from every replica;
 #   5. Prometheus's /api/v1/targets shows the three replicas up, and
 #      /api/v1/rules holds every rule of deploy/prometheus/alerts.yml;
 #   6. `docker-compose stop tensorops-2` while the load driver (SDK, retry on
-#      UNAVAILABLE) keeps CONCURRENCY calls in flight through nginx: the
+#      UNAVAILABLE) keeps CONCURRENCY calls in flight through HAProxy: the
 #      replica exits 0 within its stop_grace_period, replicas 1 and 3 carry the
 #      load, `docker-compose start` brings it back to healthy and it serves
 #      calls again, and no call fails (calls, failures and p99 printed);
@@ -53,7 +53,7 @@ export TENSOROPS_PUBLISH_ADDR=127.0.0.1
 # Not the compose file's default subnet, which a developer's own stack may hold.
 export TENSOROPS_SUBNET_PREFIX=${TENSOROPS_SUBNET_PREFIX:-172.29.52}
 COMPOSE_FILE=$ROOT/deploy/docker-compose.yml
-SERVICES=(tensorops-1 tensorops-2 tensorops-3 nginx prometheus)
+SERVICES=(tensorops-1 tensorops-2 tensorops-3 haproxy prometheus)
 IMAGE=localhost/tensorops:latest
 
 W=$(mktemp -d "${TMPDIR:-/tmp}/tensorops-containers.XXXXXX")
@@ -87,10 +87,10 @@ cleanup() {
       echo "--- $(podman inspect --format '{{.Name}}' "$c") (last log lines)"
       podman logs --tail 15 "$c" 2>&1 || true
     done
-    # nginx's own errors (upstream timeouts, refusals) hide behind its access log.
-    for c in $(podman ps -aq --filter "$label" --filter "name=nginx" 2>/dev/null); do
-      echo "--- nginx errors (last 20)"
-      podman logs "$c" 2>&1 | grep -E '\[(warn|error|crit)\]' | tail -n 20 || true
+    # HAProxy logs only errors, retried requests and server state changes.
+    for c in $(podman ps -aq --filter "$label" --filter "name=haproxy" 2>/dev/null); do
+      echo "--- haproxy log (last 20)"
+      podman logs "$c" 2>&1 | tail -n 20 || true
     done
   fi
   if [ $rc -ne 0 ]; then
@@ -165,7 +165,7 @@ TENSOROPS_PROMETHEUS_PORT=$(free_port)
 export TENSOROPS_GRPC_PORT TENSOROPS_HTTP_PORT TENSOROPS_PROMETHEUS_PORT
 STACK_UP=1
 log "docker-compose -f deploy/docker-compose.yml up -d --no-build ${SERVICES[*]} (gRPC on 127.0.0.1:$TENSOROPS_GRPC_PORT, REST on 127.0.0.1:$TENSOROPS_HTTP_PORT, Prometheus on 127.0.0.1:$TENSOROPS_PROMETHEUS_PORT)"
-# compose waits for the replicas' health before it creates nginx.
+# compose waits for the replicas' health before it creates HAProxy.
 timeout 180 docker-compose -f "$COMPOSE_FILE" up -d --no-build "${SERVICES[@]}" >"$W/up.log" 2>&1 \
   || { cat "$W/up.log"; fail "docker-compose up"; }
 
@@ -199,13 +199,13 @@ for i in 1 2 3; do
 done
 log "replicas run as uid 10001; writing to the root filesystem fails (read-only)"
 
-# --- 4. calls through nginx reach every replica -------------------------------
-NGINX=127.0.0.1:$TENSOROPS_GRPC_PORT
-health() { [ "$("$CLI" --target "$NGINX" --deadline 2s health --service tensorops.v1.TensorOps)" = SERVING ]; }
-wait_for 30 "SERVING through nginx on $NGINX" health
-out=$("$CLI" --target "$NGINX" run Roll --input '[[1,2,3],[4,5,6]]' --input 1 --input 1 2>&1) \
-  || fail "tensorops run Roll through nginx: $out"
-log "through nginx: health SERVING; tensorops run Roll -> $out"
+# --- 4. calls through HAProxy reach every replica -------------------------------
+LB=127.0.0.1:$TENSOROPS_GRPC_PORT
+health() { [ "$("$CLI" --target "$LB" --deadline 2s health --service tensorops.v1.TensorOps)" = SERVING ]; }
+wait_for 30 "SERVING through HAProxy on $LB" health
+out=$("$CLI" --target "$LB" run Roll --input '[[1,2,3],[4,5,6]]' --input 1 --input 1 2>&1) \
+  || fail "tensorops run Roll through HAProxy: $out"
+log "through HAProxy: health SERVING; tensorops run Roll -> $out"
 
 # The address of a replica on the project's network (it may change on restart).
 ip_of() {
@@ -223,30 +223,30 @@ roll_ok() {
 }
 declare -A before=()
 for i in 1 2 3; do before[$i]=$(roll_ok $i); done
-"$DRIVER" --target "$NGINX" --threads "$CONCURRENCY" --sleep_us 0 --max_calls 1500 --max_seconds 60 \
-  >"$W/driver-spread.out" 2>&1 || { cat "$W/driver-spread.out"; fail "load driver through nginx"; }
+"$DRIVER" --target "$LB" --threads "$CONCURRENCY" --sleep_us 0 --max_calls 1500 --max_seconds 60 \
+  >"$W/driver-spread.out" 2>&1 || { cat "$W/driver-spread.out"; fail "load driver through HAProxy"; }
 sed 's/^/  /' "$W/driver-spread.out"
 for i in 1 2 3; do
   n=$(roll_ok $i)
-  [ "$n" -gt "${before[$i]}" ] || fail "tensorops-$i served no Roll call through nginx (its /metrics: $n)"
+  [ "$n" -gt "${before[$i]}" ] || fail "tensorops-$i served no Roll call through HAProxy (its /metrics: $n)"
   log "tensorops-$i /metrics: $((n - before[$i])) of the driver's Roll calls"
 done
 
-# REST (Open Inference Protocol, HTTP/1.1) through nginx's published port.
+# REST (Open Inference Protocol, HTTP/1.1) through HAProxy's published port.
 REST=http://127.0.0.1:$TENSOROPS_HTTP_PORT
 rest_ready() { [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 "$REST/v2/health/ready")" = 200 ]; }
-wait_for 30 "GET $REST/v2/health/ready: 200 through nginx" rest_ready
+wait_for 30 "GET $REST/v2/health/ready: 200 through HAProxy" rest_ready
 out=$(curl -sf --max-time 10 "$REST/v2/models/Roll/infer" -d '{"id":"c1","inputs":[
   {"name":"data","datatype":"INT32","shape":[4,3],"data":[[1,2,3],[4,5,6],[7,8,9],[10,11,12]]},
   {"name":"shift","datatype":"INT64","shape":[2],"data":[-1,2]},
-  {"name":"axes","datatype":"INT64","shape":[2],"data":[0,1]}]}') || fail "REST infer through nginx ($REST)"
+  {"name":"axes","datatype":"INT64","shape":[2],"data":[0,1]}]}') || fail "REST infer through HAProxy ($REST)"
 want='{"model_name":"Roll","model_version":"1","id":"c1","outputs":[{"name":"output","datatype":"INT32","shape":[4,3],"data":[5,6,4,8,9,7,11,12,10,2,3,1]}]}'
-[ "$out" = "$want" ] || fail "REST infer through nginx answered $out, want $want"
-log "through nginx's REST port: /v2/health/ready 200; POST /v2/models/Roll/infer -> $out"
-# Six more on one keep-alive connection: nginx's round robin gives each
+[ "$out" = "$want" ] || fail "REST infer through HAProxy answered $out, want $want"
+log "through HAProxy's REST port: /v2/health/ready 200; POST /v2/models/Roll/infer -> $out"
+# Six more on one keep-alive connection: HAProxy's round robin gives each
 # replica two of them. (The stack is new, so the replicas' REST counters hold
 # these seven infers only; each /metrics read costs seconds under load.)
-python3 - "$TENSOROPS_HTTP_PORT" <<'PY' || fail "REST infers through nginx"
+python3 - "$TENSOROPS_HTTP_PORT" <<'PY' || fail "REST infers through HAProxy"
 import http.client, json, sys
 conn = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=10)
 for i in range(6):
@@ -262,10 +262,10 @@ PY
 rest=()
 for i in 1 2 3; do
   rest+=("$(roll_ok $i REST)")
-  [ "${rest[-1]}" -gt 0 ] || fail "tensorops-$i served no REST infer through nginx"
+  [ "${rest[-1]}" -gt 0 ] || fail "tensorops-$i served no REST infer through HAProxy"
 done
-log "7 REST infers through nginx: tensorops-1..3 served ${rest[*]} (method=\"REST\" in their /metrics)"
-phase "calls through nginx"
+log "7 REST infers through HAProxy: tensorops-1..3 served ${rest[*]} (method=\"REST\" in their /metrics)"
+phase "calls through HAProxy"
 
 # --- 5. Prometheus: targets up, rules loaded ----------------------------------
 PROM=http://127.0.0.1:$TENSOROPS_PROMETHEUS_PORT
@@ -303,7 +303,7 @@ s = yaml.safe_load(open(sys.argv[1]))["services"]["tensorops-2"]["stop_grace_per
 print(int(s.rstrip("s")))
 PY
 )
-"$DRIVER" --target "$NGINX" --threads "$CONCURRENCY" --sleep_us 0 --marker "$W/marker" --marker_after 1000 \
+"$DRIVER" --target "$LB" --threads "$CONCURRENCY" --sleep_us 0 --marker "$W/marker" --marker_after 1000 \
   --stop_file "$W/stopped" --calls_after 1500 --window_file "$W/window" --max_seconds 240 \
   >"$W/driver-restart.out" 2>&1 &
 DRIVER_PID=$!; PIDS+=($DRIVER_PID)
@@ -342,15 +342,15 @@ compose start tensorops-2 >>"$W/compose.log" 2>&1 || fail "docker-compose start 
 wait_for 60 "tensorops-2 healthy again" is_healthy tensorops-2
 healthy_after=$((SECONDS - start_t))
 [ "$(ip_of tensorops-2)" = "$ip2" ] \
-  || fail "tensorops-2 came back on $(ip_of tensorops-2), not $ip2: nginx (which resolved the name at start) cannot reach it"
+  || fail "tensorops-2 came back on $(ip_of tensorops-2), not $ip2: HAProxy (which resolved the name at start) cannot reach it"
 serving2() { [ "$(roll_ok 2)" -gt 0 ]; }   # its counters start at 0 in the new process
-# nginx takes a replica back on its own: every fail_timeout (10 s) one call
-# tries it, and the first tries after a restart may still fail while the
-# network forgets the old container (seen: 45 s from start to serving on a
+# HAProxy takes a replica back after two passing checks in a row (1 s apart);
+# the first checks after a restart may still fail while the network forgets
+# the old container (nginx, before, took 45 s from start to serving on a
 # quiet machine, more than 30 s after "healthy" on a loaded CI machine).
-wait_for 90 "tensorops-2 to serve calls through nginx again" serving2
+wait_for 90 "tensorops-2 to serve calls through HAProxy again" serving2
 WINDOW_END=$EPOCHREALTIME
-log "tensorops-2 healthy ${healthy_after}s after the start and serving through nginx after $((SECONDS - start_t))s ($(roll_ok 2) Roll calls so far)"
+log "tensorops-2 healthy ${healthy_after}s after the start and serving through HAProxy after $((SECONDS - start_t))s ($(roll_ok 2) Roll calls so far)"
 echo "$WINDOW_START $WINDOW_END" >"$W/window"
 touch "$W/stopped"
 

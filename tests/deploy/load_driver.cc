@@ -1,11 +1,13 @@
 // Load driver for the local three-replica test (local_stack_test.sh): calls
 // Roll through the load balancer from several threads with the client SDK
-// (its default retry policy: UNAVAILABLE is retried, up to 5 attempts), checks
-// every result against a local computation and counts every call's final status.
+// (its default retry policy: UNAVAILABLE is retried, up to 5 attempts; with
+// --retries off every call is one attempt, as from a caller that does not
+// retry), checks every result against a local computation and counts every
+// call's final status.
 //
 //   load_driver --target 127.0.0.1:PORT [--threads 4] [--marker PATH --marker_after N]
 //               [--stop_file PATH --calls_after M] [--max_calls N] [--max_seconds S]
-//               [--window_file PATH]
+//               [--window_file PATH] [--retries on|off]
 //
 // Runs until --max_calls calls finished, or, with --stop_file, until that file
 // exists and --calls_after more calls finished after it appeared. After
@@ -47,6 +49,7 @@ struct Options {
   double max_seconds = 40;
   int sleep_us = 1000;
   std::string window_file;
+  bool retries = true;  // the SDK's RetryPolicy::enabled
 };
 
 // One finished call: when it started (Unix seconds) and how long it took.
@@ -116,6 +119,8 @@ int main(int argc, char** argv) {
       opt.sleep_us = std::atoi(v.c_str());
     else if (a == "--window_file")
       opt.window_file = v;
+    else if (a == "--retries" && (v == "on" || v == "off"))
+      opt.retries = v == "on";
     else
       return Usage(("unknown flag " + a).c_str());
   }
@@ -124,6 +129,7 @@ int main(int argc, char** argv) {
   tensorops::ClientOptions co;
   co.target = opt.target;
   co.default_deadline = std::chrono::seconds(10);
+  co.retry.enabled = opt.retries;
   auto client = tensorops::Client::Create(co);
   if (!client.ok()) {
     std::fprintf(stderr, "load_driver: %s\n", client.status().ToString().c_str());
@@ -212,8 +218,9 @@ int main(int argc, char** argv) {
 
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
   const int64_t total = finished.load();
-  std::printf("load_driver: %lld calls in %.1f s, %lld OK and verified",
-              static_cast<long long>(total), secs, static_cast<long long>(ok.load()));
+  std::printf("load_driver: %lld calls in %.1f s (SDK retries %s), %lld OK and verified",
+              static_cast<long long>(total), secs, opt.retries ? "on" : "off",
+              static_cast<long long>(ok.load()));
   if (finished_at_stop.load() >= 0) {
     std::printf(", %lld after the stop", static_cast<long long>(total - finished_at_stop.load()));
   }

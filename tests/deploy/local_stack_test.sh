@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
 # The docker-compose stack, run locally without Docker: three tensorops-server
-# processes on 127.0.0.1, nginx (grpc_pass round-robin) and Prometheus, both
-# configured from the repo's templates via deploy/render.sh. Checks that
-#   1. gRPC health answers SERVING through nginx; through its REST front
+# processes on 127.0.0.1, HAProxy (round-robin per RPC and per REST request)
+# and Prometheus, both configured from the repo's templates via
+# deploy/render.sh. Checks that
+#   1. gRPC health answers SERVING through HAProxy; through its REST front
 #      (HTTP/1.1, keep-alive upstreams) /v2/health/ready answers 200 and
 #      JSON and binary (4 MiB) Roll infers return the right tensors, and
 #      every replica's /metrics counts some of them (method="REST");
-#   2. load through nginx (deploy_load_driver, SDK with its retry policy)
+#   2. load through HAProxy (deploy_load_driver, SDK with its retry policy)
 #      reaches every replica (each one's own /metrics counts Roll calls);
 #   3. Prometheus's HTTP API returns tensorops_request_duration_seconds_bucket
 #      for all three targets;
 #   4. SIGTERM to one replica mid-load (it drains and exits 0) loses nothing:
 #      every call of the driver ends OK with a verified result, and the other
 #      two replicas carry the calls made after it stopped;
-#   5. kill -9 of another replica under 16 callers, then a restart on the same
-#      ports: no call fails (the SDK retries UNAVAILABLE); the retries are
-#      counted (tensorops_retried_calls_total) and printed.
+#   5. kill -9 of another replica under 16 gRPC callers whose SDK does not
+#      retry (--retries off) and 4 REST callers (one attempt each), then a
+#      restart on the same ports: no call fails, because HAProxy sends a call
+#      whose replica died before answering to another one; its retries are
+#      counted (HAProxy's stats socket) and printed.
 # Every process is started here, on free 127.0.0.1 ports, and stopped by PID
 # on exit.
 #
@@ -26,7 +29,7 @@ T0=$EPOCHREALTIME
 
 log() { awk -v t="$EPOCHREALTIME" -v t0="$T0" -v m="$*" 'BEGIN { printf "[%5.1fs] %s\n", t - t0, m }'; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
-for tool in nginx prometheus curl python3; do
+for tool in haproxy prometheus curl python3; do
   command -v "$tool" >/dev/null || fail "$tool not found (bash tools/setup.sh installs it)"
 done
 
@@ -41,7 +44,7 @@ cleanup() {
     wait "$pid" 2>/dev/null || true
   done
   if [ $rc -ne 0 ]; then
-    for f in "$W"/*.err "$W"/nginx/error.log "$W"/prometheus.log "$W"/driver*.out; do
+    for f in "$W"/*.err "$W"/haproxy.log "$W"/prometheus.log "$W"/driver*.out "$W"/rest9.out; do
       [ -s "$f" ] && { echo "--- $f (last lines)"; tail -n 15 "$f"; }
     done
   fi
@@ -79,34 +82,32 @@ for i in 1 2 3; do
 done
 log "replicas: gRPC ${GRPC_PORTS[*]}, REST ${HTTP_PORTS[*]}, metrics ${METRICS_PORTS[*]}"
 
-# --- nginx from deploy/nginx/nginx.conf.in ----------------------------------
-NGINX_PORT=$(free_port) NGINX_HTTP_PORT=$(free_port)
-mkdir -p "$W/nginx"
+# --- HAProxy from deploy/haproxy/haproxy.cfg.in --------------------------------
+LB_PORT=$(free_port) LB_HTTP_PORT=$(free_port)
 HTTP_UPSTREAMS=()
 for p in "${HTTP_PORTS[@]}"; do HTTP_UPSTREAMS+=(--http-upstream "127.0.0.1:$p"); done
-bash "$ROOT/deploy/render.sh" nginx --listen "127.0.0.1:$NGINX_PORT" --run-dir "$W/nginx" \
-  --http-listen "127.0.0.1:$NGINX_HTTP_PORT" "${HTTP_UPSTREAMS[@]}" \
-  "${GRPC_PORTS[@]/#/127.0.0.1:}" >"$W/nginx/nginx.conf"
-nginx -t -q -e "$W/nginx/error.log" -p "$W/nginx/" -c "$W/nginx/nginx.conf" \
-  || fail "nginx -t rejected the rendered config"
-nginx -e "$W/nginx/error.log" -p "$W/nginx/" -c "$W/nginx/nginx.conf" 2>>"$W/nginx.err" &
+bash "$ROOT/deploy/render.sh" haproxy --listen "127.0.0.1:$LB_PORT" --run-dir "$W" \
+  --http-listen "127.0.0.1:$LB_HTTP_PORT" "${HTTP_UPSTREAMS[@]}" \
+  "${GRPC_PORTS[@]/#/127.0.0.1:}" >"$W/haproxy.cfg"
+haproxy -c -q -f "$W/haproxy.cfg" || fail "haproxy -c rejected the rendered config"
+haproxy -db -f "$W/haproxy.cfg" >"$W/haproxy.log" 2>&1 &
 PIDS+=($!)
-health() { [ "$("$CLI" --target "127.0.0.1:$NGINX_PORT" --deadline 1s health --service tensorops.v1.TensorOps)" = SERVING ]; }
-wait_for 10 "SERVING through nginx on 127.0.0.1:$NGINX_PORT" health
-log "nginx on 127.0.0.1:$NGINX_PORT: health SERVING through the proxy"
+health() { [ "$("$CLI" --target "127.0.0.1:$LB_PORT" --deadline 1s health --service tensorops.v1.TensorOps)" = SERVING ]; }
+wait_for 10 "SERVING through HAProxy on 127.0.0.1:$LB_PORT" health
+log "HAProxy on 127.0.0.1:$LB_PORT: health SERVING through the proxy"
 
-# --- REST through nginx's HTTP/1.1 front --------------------------------------
+# --- REST through HAProxy's HTTP/1.1 front -----------------------------------
 # REST infers that replica $1 (1..3) answered OK, from its own /metrics.
 rest_ok() {
   curl -sf --max-time 2 "http://127.0.0.1:${METRICS_PORTS[$(($1 - 1))]}/metrics" | awk '
     /^tensorops_requests_total\{/ && /method="REST"/ && /op="Roll"/ && /code="OK"/ { n += $NF }
     END { printf "%d\n", n }'
 }
-rest_ready() { [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$NGINX_HTTP_PORT/v2/health/ready")" = 200 ]; }
-wait_for 10 "GET /v2/health/ready 200 through nginx on 127.0.0.1:$NGINX_HTTP_PORT" rest_ready
+rest_ready() { [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$LB_HTTP_PORT/v2/health/ready")" = 200 ]; }
+wait_for 10 "GET /v2/health/ready 200 through HAProxy on 127.0.0.1:$LB_HTTP_PORT" rest_ready
 # 30 JSON infers on one keep-alive client connection, then one binary infer
 # with a 4 MiB tensor (streamed through: request buffering is off).
-python3 - "$NGINX_HTTP_PORT" <<'PY' >"$W/rest.out" 2>&1 || { cat "$W/rest.out"; fail "REST infers through nginx"; }
+python3 - "$LB_HTTP_PORT" <<'PY' >"$W/rest.out" 2>&1 || { cat "$W/rest.out"; fail "REST infers through HAProxy"; }
 import http.client, json, struct, sys
 conn = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=30)
 for i in range(30):
@@ -140,10 +141,10 @@ print("30 JSON infers and one 4 MiB binary infer OK")
 PY
 for i in 1 2 3; do
   n=$(rest_ok $i)
-  [ "$n" -gt 0 ] || fail "replica $i served no REST infer through nginx"
+  [ "$n" -gt 0 ] || fail "replica $i served no REST infer through HAProxy"
   log "replica $i served $n REST infers"
 done
-log "REST front on 127.0.0.1:$NGINX_HTTP_PORT: ready 200; $(cat "$W/rest.out")"
+log "REST front on 127.0.0.1:$LB_HTTP_PORT: ready 200; $(cat "$W/rest.out")"
 
 # --- Prometheus from deploy/prometheus/prometheus.yml.in --------------------
 PROM_PORT=$(free_port)
@@ -156,19 +157,20 @@ prometheus --config.file="$W/prometheus.yml" --storage.tsdb.path="$W/tsdb" \
 PIDS+=($!)
 PROM="http://127.0.0.1:$PROM_PORT"
 
-# --- load through nginx -----------------------------------------------------
-# start_driver NAME THREADS STOP_FILE MAX_SECONDS: the load driver through
-# nginx in the background (DRIVER_PID, output in $W/NAME.out), returning once
-# its first 300 calls are done; it ends 400 calls after STOP_FILE appears.
+# --- load through HAProxy ---------------------------------------------------
+# start_driver NAME THREADS STOP_FILE MAX_SECONDS [RETRIES]: the load driver
+# through HAProxy in the background (DRIVER_PID, output in $W/NAME.out),
+# returning once its first 300 calls are done; it ends 400 calls after
+# STOP_FILE appears. RETRIES (on, off) is the SDK's retry policy.
 start_driver() {
-  local name=$1 threads=$2 stop_file=$3 max_seconds=$4
-  "$DRIVER" --target "127.0.0.1:$NGINX_PORT" --threads "$threads" --marker "$W/$name.marker" \
+  local name=$1 threads=$2 stop_file=$3 max_seconds=$4 retries=${5:-on}
+  "$DRIVER" --target "127.0.0.1:$LB_PORT" --threads "$threads" --marker "$W/$name.marker" \
     --marker_after 300 --stop_file "$stop_file" --calls_after 400 --max_seconds "$max_seconds" \
-    >"$W/$name.out" 2>&1 &
+    --retries "$retries" >"$W/$name.out" 2>&1 &
   DRIVER_PID=$!; PIDS+=($DRIVER_PID)
   DRIVER_MARKER="$W/$name.marker"
   marker_or_dead() { [ -e "$DRIVER_MARKER" ] || ! kill -0 "$DRIVER_PID"; }
-  wait_for 20 "300 calls of $threads callers through nginx" marker_or_dead
+  wait_for 20 "300 calls of $threads callers through HAProxy" marker_or_dead
   [ -e "$DRIVER_MARKER" ] || fail "load driver ended early: $(cat "$W/$name.out")"
 }
 start_driver driver 4 "$W/stopped" 50
@@ -181,7 +183,7 @@ roll_ok() {
 }
 for i in 1 2 3; do
   n=$(roll_ok $i)
-  [ "$n" -gt 0 ] || fail "replica $i served no Roll call through nginx"
+  [ "$n" -gt 0 ] || fail "replica $i served no Roll call through HAProxy"
   log "replica $i served $n Roll calls"
 done
 
@@ -224,34 +226,88 @@ after1=$(roll_ok 1) after3=$(roll_ok 3)
   || fail "replicas 1 and 3 did not both carry the load after the stop ($before1->$after1, $before3->$after3)"
 log "after the stop: replica 1 $before1->$after1, replica 3 $before3->$after3 Roll calls"
 
-# --- kill -9 replica 3 under 16 callers, then bring it back ------------------
+# --- kill -9 replica 3 under callers that do not retry, then bring it back --
 # Replica 2 is down from the step above, so replica 1 carries the load alone
-# while 3 is dead. Calls the killed replica held fail at nginx (a reset
-# upstream: 502, which gRPC reports as UNAVAILABLE); the SDK retries them, so
-# the callers must see no failure. The retries are counted where they land
-# (tensorops_retried_calls_total of replica 1 and of the restarted replica 3).
-retried() {
-  curl -sf --max-time 2 "http://127.0.0.1:$1/metrics" | awk '
-    /^tensorops_retried_calls_total / { n += $NF } END { printf "%d\n", n }'
+# while 3 is dead. 16 gRPC callers run with the SDK's retries off and 4 REST
+# callers make one attempt per request, so every call the killed replica
+# held, and every call sent to it before HAProxy's check takes it out, must
+# be sent on by HAProxy itself (retry-on conn-failure empty-response,
+# redispatch): no caller may see a failure. HAProxy's retries are read from
+# its stats socket (wretr + wredis of both backends).
+haproxy_retries() {
+  python3 - "$W/haproxy.sock" <<'PY'
+import csv, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(b"show stat\n")
+data = b""
+while chunk := s.recv(65536):
+    data += chunk
+rows = csv.DictReader(data.decode().lstrip("# ").splitlines())
+print(sum(int(r["wretr"] or 0) + int(r["wredis"] or 0) for r in rows
+          if r["svname"] == "BACKEND" and r["pxname"] in ("tensorops_grpc", "tensorops_http")))
+PY
 }
-start_driver driver9 16 "$W/back" 60
-retried1_before=$(retried "${METRICS_PORTS[0]}")
+retries_before=$(haproxy_retries)
+start_driver driver9 16 "$W/back" 60 off
+# REST callers: JSON Roll infers, one attempt each (a new connection after
+# an error), every answer checked; they stop 100 calls each after $W/back.
+python3 - "$LB_HTTP_PORT" "$W/back" >"$W/rest9.out" 2>&1 <<'PY' &
+import http.client, json, os, sys, threading
+port, stop = int(sys.argv[1]), sys.argv[2]
+codes, lock, first = {}, threading.Lock(), []
+def caller(t):
+    conn, i, after = None, 0, None
+    while after is None or i - after < 100:
+        if after is None and os.path.exists(stop):
+            after = i
+        rows = [[i, i + 1, i + 2], [t, i + 4, i + 5]]
+        body = json.dumps({"inputs": [
+            {"name": "data", "datatype": "INT32", "shape": [2, 3], "data": rows},
+            {"name": "shift", "datatype": "INT64", "shape": [1], "data": [1]},
+            {"name": "axes", "datatype": "INT64", "shape": [1], "data": [1]}]})
+        want = [x for row in rows for x in row[-1:] + row[:-1]]
+        try:
+            conn = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn.request("POST", "/v2/models/Roll/infer", body, {"Content-Type": "application/json"})
+            r = conn.getresponse()
+            text = r.read()
+            code = str(r.status)
+            if r.status == 200 and json.loads(text)["outputs"][0]["data"] != want:
+                code = "wrong"
+            detail = text[:200]
+        except Exception as e:
+            code, detail, conn = type(e).__name__, str(e), None
+        with lock:
+            codes[code] = codes.get(code, 0) + 1
+            if code != "200" and not first:
+                first.append("call %d of caller %d: %s %s" % (i, t, code, detail))
+        i += 1
+threads = [threading.Thread(target=caller, args=(t,)) for t in range(4)]
+for t in threads: t.start()
+for t in threads: t.join()
+print("REST callers: %d calls, %s%s" % (sum(codes.values()), " ".join(
+    "%s=%d" % kv for kv in sorted(codes.items())), "; first failure: " + first[0] if first else ""))
+sys.exit(0 if set(codes) == {"200"} else 1)
+PY
+REST_PID=$!; PIDS+=($REST_PID)
 kill -KILL "${SERVER_PIDS[2]}"
 rc=0; wait "${SERVER_PIDS[2]}" || rc=$?
 [ $rc -eq 137 ] || fail "replica 3 ended with status $rc after SIGKILL, not 137"
-log "kill -9 replica 3 (pid ${SERVER_PIDS[2]}) under 16 callers"
+log "kill -9 replica 3 (pid ${SERVER_PIDS[2]}) under 16 gRPC callers (SDK retries off) and 4 REST callers"
 sleep 2
-# Back on the same ports (nginx's and Prometheus's configs name them).
+# Back on the same ports (HAProxy's and Prometheus's configs name them).
 "$SERVER" --host=127.0.0.1 --port="${GRPC_PORTS[2]}" --metrics_port="${METRICS_PORTS[2]}" \
   --http_port="${HTTP_PORTS[2]}" --threads=1 --drain_timeout=5s >"$W/server3b.out" 2>"$W/server3b.err" &
 SERVER_PIDS[2]=$!; PIDS+=($!)
 wait_for 20 "replica 3 to restart" grep -q 'metrics on http://' "$W/server3b.out"
 roll3_back() { [ "$(roll_ok 3)" -gt 0 ]; }
-wait_for 20 "replica 3 to serve calls through nginx again" roll3_back
+wait_for 20 "replica 3 to serve calls through HAProxy again" roll3_back
 touch "$W/back"
 rc=0; wait "$DRIVER_PID" || rc=$?
-cat "$W/driver9.out"
-[ $rc -eq 0 ] || fail "load driver: a call failed across the kill -9 (the SDK's retries did not cover it)"
-retries=$(($(retried "${METRICS_PORTS[0]}") - retried1_before + $(retried "${METRICS_PORTS[2]}")))
-log "kill -9: no call failed; $retries retried attempts (SDK, UNAVAILABLE) landed on replicas 1 and 3; replica 3 served $(roll_ok 3) Roll calls after its restart"
+rest_rc=0; wait "$REST_PID" || rest_rc=$?
+cat "$W/driver9.out" "$W/rest9.out"
+[ $rc -eq 0 ] || fail "load driver (SDK retries off): a gRPC call failed across the kill -9"
+[ $rest_rc -eq 0 ] || fail "a REST call failed across the kill -9"
+log "kill -9: no gRPC or REST call failed; HAProxy retried $(($(haproxy_retries) - retries_before)) attempts on another replica; replica 3 served $(roll_ok 3) Roll calls after its restart"
 log "PASS"

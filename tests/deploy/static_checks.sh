@@ -2,11 +2,12 @@
 # Static checks of the deployment files (no Docker engine needed):
 #   - docker-compose config -q on deploy/docker-compose.yml (Debian's docker-compose)
 #   - the committed compose configs equal deploy/render.sh's output (no drift
-#     from the nginx and Prometheus templates)
+#     from the HAProxy and Prometheus templates)
 #   - promtool check config (compose config, rules path pointed at the repo),
 #     promtool check rules and promtool test rules (alert unit tests)
-#   - nginx -t on the compose nginx config (replica host names -> 127.0.0.1);
-#     it has both fronts (gRPC grpc_pass, REST proxy_pass with keep-alive)
+#   - haproxy -c on the compose HAProxy config (replica host names ->
+#     127.0.0.1); it has both fronts (gRPC over HTTP/2, REST) and retries a
+#     call whose replica failed before answering (retry-on, redispatch)
 #   - YAML parse of every Kubernetes manifest, with the properties the
 #     deployment relies on; Grafana dashboard JSON and provisioning parse and
 #     use only metrics from docs/metrics.md
@@ -21,7 +22,7 @@ ROOT=$1 SERVER=$2 CLI=$3
 D=$ROOT/deploy
 fail() { echo "FAIL: $*" >&2; exit 1; }
 ok() { echo "ok: $*"; }
-for tool in docker-compose promtool nginx python3 dpkg readelf; do
+for tool in docker-compose promtool haproxy python3 dpkg readelf; do
   command -v "$tool" >/dev/null || fail "$tool not found (bash tools/setup.sh installs it)"
 done
 python3 -c 'import yaml' 2>/dev/null || fail "python3-yaml not installed (bash tools/setup.sh installs it)"
@@ -44,8 +45,8 @@ trap cleanup EXIT
   || fail "docker-compose config -q"
 ok "docker-compose config -q"
 
-bash "$D/render.sh" compose-nginx | diff -u "$D/nginx/nginx.conf" - \
-  || fail "deploy/nginx/nginx.conf differs from its template: run deploy/render.sh compose"
+bash "$D/render.sh" compose-haproxy | diff -u "$D/haproxy/haproxy.cfg" - \
+  || fail "deploy/haproxy/haproxy.cfg differs from its template: run deploy/render.sh compose"
 bash "$D/render.sh" compose-prometheus | diff -u "$D/prometheus/prometheus.yml" - \
   || fail "deploy/prometheus/prometheus.yml differs from its template: run deploy/render.sh compose"
 ok "compose configs match deploy/render.sh compose"
@@ -57,21 +58,18 @@ promtool check rules "$D/prometheus/alerts.yml" || fail "promtool check rules"
 (cd "$D/prometheus" && promtool test rules alerts_test.yml) || fail "promtool test rules"
 ok "promtool check config, check rules, test rules"
 
-# --- nginx ------------------------------------------------------------------
-mkdir -p "$W/nginx"
-sed -e "s|tensorops-\([0-9]\):50051|127.0.0.1:5005\1|" -e "s|tensorops-\([0-9]\):8000|127.0.0.1:800\1|" -e "s| /tmp/| $W/nginx/|" -e "s| /tmp;| $W/nginx;|" \
-  -e "s|/dev/stderr|$W/nginx/error.log|" -e "s|/dev/stdout|$W/nginx/access.log|" \
-  "$D/nginx/nginx.conf" >"$W/nginx/nginx.conf"
-grep -Eq ' /tmp/(nginx\.pid|client_body|proxy|fastcgi|uwsgi|scgi);' "$W/nginx/nginx.conf" && fail "nginx config still writes to /tmp after rewriting"
-nginx -t -e "$W/nginx/error.log" -p "$W/nginx/" -c "$W/nginx/nginx.conf" || fail "nginx -t"
-# Both fronts: gRPC on 8080 and REST (HTTP/1.1, keep-alive upstreams) on 8000.
-for want in 'listen 0.0.0.0:8080 http2;' 'grpc_pass grpc://tensorops_replicas;' \
-  'listen 0.0.0.0:8000;' 'proxy_pass http://tensorops_http;' 'proxy_http_version 1.1;' \
-  'proxy_set_header Connection "";' 'proxy_request_buffering off;' 'client_max_body_size 0;' \
-  'server tensorops-3:8000 max_fails=1 fail_timeout=10s;'; do
-  grep -qF -- "$want" "$D/nginx/nginx.conf" || fail "deploy/nginx/nginx.conf lacks: $want"
+# --- HAProxy ------------------------------------------------------------------
+sed -e "s|tensorops-\([0-9]\):50051|127.0.0.1:5005\1|" -e "s|tensorops-\([0-9]\):8000|127.0.0.1:800\1|" \
+  -e "s| /tmp/haproxy.sock| $W/haproxy.sock|" "$D/haproxy/haproxy.cfg" >"$W/haproxy.cfg"
+haproxy -c -q -f "$W/haproxy.cfg" || fail "haproxy -c"
+# Both fronts: gRPC (HTTP/2) on 8080 and REST on 8000; a call whose replica
+# failed before answering goes to another one.
+for want in 'bind 0.0.0.0:8080 proto h2' 'server replica-3 tensorops-3:50051 proto h2' \
+  'bind 0.0.0.0:8000' 'server replica-3 tensorops-3:8000' 'option httpchk GET /v2/health/ready' \
+  'retry-on conn-failure empty-response' 'option redispatch 1' 'retries 3'; do
+  grep -qF -- "$want" "$D/haproxy/haproxy.cfg" || fail "deploy/haproxy/haproxy.cfg lacks: $want"
 done
-ok "nginx -t on the compose nginx config (gRPC and REST fronts)"
+ok "haproxy -c on the compose HAProxy config (gRPC and REST fronts, retries)"
 
 # --- Kubernetes manifests, Grafana, compose content ---------------------------
 python3 - "$ROOT" <<'PY' || fail "manifest checks"
@@ -158,21 +156,21 @@ for f in dash_files:
                  "tensorops_inflight_requests", "tensorops_request_size_bytes"]:
         check(need in text, f"dashboard lacks {need}")
 
-# Compose: three replicas, nginx, Prometheus, Grafana; mounts exist.
+# Compose: three replicas, HAProxy, Prometheus, Grafana; mounts exist.
 compose = yaml.safe_load(open(os.path.join(d, "docker-compose.yml")))
 svcs = compose["services"]
 check(len([s for s in svcs if s.startswith("tensorops-")]) >= 3, "compose: fewer than 3 replicas")
-for s in ["nginx", "prometheus", "grafana"]:
+for s in ["haproxy", "prometheus", "grafana"]:
     check(s in svcs, f"compose: no {s}")
 for name, s in svcs.items():
     for v in s.get("volumes", []):
         src = v.split(":")[0]
         if src.startswith("."):
             check(os.path.exists(os.path.join(d, src)), f"compose {name}: {src} missing")
-nginx_ports = [str(p) for p in svcs.get("nginx", {}).get("ports", [])]
-check(len(nginx_ports) == 2, "compose: nginx publishes two ports (gRPC, REST)")
-check(any(p.endswith(":8080") for p in nginx_ports) and any(p.endswith(":8000") for p in nginx_ports),
-      "compose: nginx publishes 8080 (gRPC) and 8000 (REST)")
+lb_ports = [str(p) for p in svcs.get("haproxy", {}).get("ports", [])]
+check(len(lb_ports) == 2, "compose: haproxy publishes two ports (gRPC, REST)")
+check(any(p.endswith(":8080") for p in lb_ports) and any(p.endswith(":8000") for p in lb_ports),
+      "compose: haproxy publishes 8080 (gRPC) and 8000 (REST)")
 for name, s in svcs.items():
     if name.startswith("tensorops-"):
         check({"50051", "9464", "8000"} <= {str(p) for p in s.get("expose", [])}, f"compose {name}: expose 50051, 9464, 8000")

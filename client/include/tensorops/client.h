@@ -57,7 +57,11 @@ struct TlsOptions {
 
 // Retries of calls that fail with UNAVAILABLE (server stopping, connection
 // refused), by gRPC's retry machinery (service config retryPolicy). Every op
-// is a pure function of its request, so a retry is always safe.
+// is a pure function of its request, so a retry is always safe. With
+// enabled = false there is no retry policy, but gRPC still resends, at once
+// and transparently, a call that no server ever saw (a stream a proxy
+// refused with REFUSED_STREAM before passing it on), as every gRPC client
+// does by default.
 struct RetryPolicy {
   bool enabled = true;
   int max_attempts = 5;  // gRPC caps this at 5
