@@ -509,6 +509,9 @@ absl::StatusOr<std::unique_ptr<PreparedInfer>> PreparedInfer::Make(const OpRegis
   for (const auto& [key, value] : request.parameters) {
     if (key != kChainParameter) continue;
     const std::string what = absl::StrCat("parameter '", kChainParameter, "'");
+    if (p->chain_ != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " is given twice"));
+    }
     if (value.kind != InferParam::Kind::kString) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, " must be a string: a JSON array of tensorops.v1.Step objects"));

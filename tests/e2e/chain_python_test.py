@@ -1242,6 +1242,12 @@ class ChainTest(unittest.TestCase):
             need = "then[0] (Roll): " if text is bad_step else "then"
             if status != 400 or need not in err:
                 failures.append(f"then={text!r}: {status} {answer[:300]!r}")
+        # JSON objects may repeat a key; a second "then" is refused, not ignored.
+        body = json.dumps(dict(base, parameters={"then": "[]"}))
+        body = body.replace('"then": "[]"', '"then": "[]", "then": "[]"')
+        status, _, answer = self.rest("Roll", body)
+        if status != 400 or b"given twice" not in answer:
+            failures.append(f"then twice: {status} {answer[:300]!r}")
         self.assertEqual(failures, [], "\n".join(failures))
 
 
