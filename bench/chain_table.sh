@@ -8,16 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-log=$(mktemp)
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/chain_bench.XXXXXX") OUT=""
+source bench/server_pids.sh
 "$BUILD_DIR/server/tensorops-server" --host=127.0.0.1 --port=0 --metrics_port=0 --http_port=-1 \
-  >"$log" 2>&1 &
-pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -f "$log"' EXIT
-port=""
-for _ in $(seq 1 100); do
-  port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log")
-  [ -n "$port" ] && break
-  sleep 0.1
-done
-[ -n "$port" ] || { echo "server did not start:"; cat "$log"; exit 1; }
-"$BUILD_DIR/bench/chain_bench" --target="127.0.0.1:$port" "$@"
+  >"$WORK/server.log" 2>&1 &
+PIDS+=($!)
+await_port "$WORK/server.log"
+"$BUILD_DIR/bench/chain_bench" --target="127.0.0.1:$PORT" "$@"

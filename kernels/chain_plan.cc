@@ -180,7 +180,7 @@ class FusedChainPlan {
     const std::vector<AxisMap> free_maps = ComposeAxes(shape, axis_steps);
 
     has_piece_ = !is_batch[last];
-    rows_ = has_piece_ ? last : last + 1;
+    const int64_t rows = has_piece_ ? last : last + 1;  // leading dims walked row by row
     piece_n_ = has_piece_ ? shape[last] : 1;
     // The dims after `last`: one block per row position, by the composed plan.
     Shape inner_shape(shape.begin() + last + 1, shape.end());
@@ -195,22 +195,22 @@ class FusedChainPlan {
     block_ = inner_elems * width;
     row_bytes_ = piece_n_ * block_;
     int64_t total = row_bytes_;
-    for (int64_t a = 0; a < rows_; ++a) total *= shape[a];
+    for (int64_t a = 0; a < rows; ++a) total *= shape[a];
     stream_ = total >= StreamingStoreMinBytes();
     if (!inner_identity) {
       inner_ = std::make_unique<AxisTransformPlan>(inner_shape, width, inner_t, stream_);
     }
     // Row dims: sizes, strides, free maps.
-    size_.assign(shape.begin(), shape.begin() + rows_);
-    stride_.resize(rows_);
+    size_.assign(shape.begin(), shape.begin() + rows);
+    stride_.resize(rows);
     int64_t stride = row_bytes_;
-    for (int64_t a = rows_; a-- > 0;) {
+    for (int64_t a = rows; a-- > 0;) {
       stride_[a] = stride;
       stride *= shape[a];
     }
-    free_.resize(rows_);
-    coupled_row_.resize(rows_);
-    for (int64_t a = 0; a < rows_; ++a) {
+    free_.resize(rows);
+    coupled_row_.resize(rows);
+    for (int64_t a = 0; a < rows; ++a) {
       coupled_row_[a] = coupled[a];
       free_[a] = coupled[a] ? AxisMap{} : free_maps[a];
     }
@@ -319,7 +319,6 @@ class FusedChainPlan {
   }
 
   bool has_piece_ = false;
-  int64_t rows_ = 0;     // leading dims walked row by row
   int64_t piece_n_ = 1;  // positions along the piece axis (1 without one)
   int64_t block_ = 0;    // bytes per position of the piece axis (the inner dims)
   int64_t row_bytes_ = 0;

@@ -168,13 +168,16 @@ absl::Status InStep(size_t i, const OpDef* def, const absl::Status& s) {
 
 }  // namespace
 
+absl::Status CheckChainLength(int64_t steps) {
+  if (steps <= kMaxChainSteps) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("then has ", steps, " steps; a chain has at most ",
+                                                 kMaxChainSteps, " after its first op"));
+}
+
 absl::StatusOr<std::vector<Movement>> OpRegistry::CheckChain(
-    const TensorType& first_output, absl::Span<const ChainStep> then) const {
-  if (then.size() > static_cast<size_t>(kMaxChainSteps)) {
-    return absl::InvalidArgumentError(absl::StrCat("then has ", then.size(),
-                                                   " steps; a chain has at most ", kMaxChainSteps,
-                                                   " after its first op"));
-  }
+    const TensorType& first_output, absl::Span<const ChainStep> then,
+    std::vector<const OpDef*>* defs) const {
+  RETURN_IF_ERROR(CheckChainLength(static_cast<int64_t>(then.size())));
   std::vector<Movement> movements;
   movements.reserve(then.size());
   TensorType current = first_output;
@@ -204,6 +207,7 @@ absl::StatusOr<std::vector<Movement>> OpRegistry::CheckChain(
                     absl::InternalError("a movement op changed its output's type or shape"));
     }
     movements.push_back(*std::move(m));
+    if (defs != nullptr) defs->push_back(def);
   }
   return movements;
 }
@@ -224,10 +228,11 @@ absl::StatusOr<PreparedOp> OpRegistry::PrepareChain(absl::string_view op,
   movements.reserve(then.size() + 1);
   ASSIGN_OR_RETURN(Movement first, def->movement(inputs, attrs));
   movements.push_back(std::move(first));
-  ASSIGN_OR_RETURN(std::vector<Movement> rest, CheckChain(outputs[0], then));
+  std::vector<const OpDef*> defs;
+  ASSIGN_OR_RETURN(std::vector<Movement> rest, CheckChain(outputs[0], then, &defs));
   for (Movement& m : rest) movements.push_back(std::move(m));
   PreparedOp prepared = PlanMovements(inputs[0].dtype, inputs[0].shape, inputs[0].data, movements);
-  for (const ChainStep& step : then) prepared.chain.push_back(Find(step.op));
+  prepared.chain = std::move(defs);
   return prepared;
 }
 

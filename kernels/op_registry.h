@@ -151,6 +151,10 @@ struct ChainStep {
 
 // Steps a chain may have after its first op (../shared/api.md, "Chains").
 inline constexpr int kMaxChainSteps = 64;
+// INVALID_ARGUMENT "then has N steps; ..." past kMaxChainSteps: the one
+// message for every place that counts a chain's steps (decoders check it
+// before decoding them).
+absl::Status CheckChainLength(int64_t steps);
 
 class OpRegistry {
  public:
@@ -189,9 +193,11 @@ class OpRegistry {
   // input (generic checks, its Movement, its inference). Errors name the
   // step, "then[2] (Roll): ..." (INVALID_ARGUMENT; an unknown op
   // UNIMPLEMENTED "then[2]: unknown op ..."); more than kMaxChainSteps
-  // steps: INVALID_ARGUMENT. Returns each step's movement, in order.
+  // steps: INVALID_ARGUMENT. Returns each step's movement, in order, and,
+  // with `defs`, appends each step's op (for metrics).
   absl::StatusOr<std::vector<Movement>> CheckChain(const TensorType& first_output,
-                                                   absl::Span<const ChainStep> then) const;
+                                                   absl::Span<const ChainStep> then,
+                                                   std::vector<const OpDef*>* defs = nullptr) const;
 
   // A chain: `op` on `inputs`, then every step in order, planned as one pass
   // over memory where the composition allows (kernels/chain_plan.h). With no

@@ -15,11 +15,7 @@ namespace tensorops {
 absl::StatusOr<std::vector<ChainStep>> DecodeChain(
     const google::protobuf::RepeatedPtrField<v1::Step>& steps, const RequestLimits& limits,
     int64_t* request_bytes, std::vector<DecodedTensor>* owned) {
-  if (steps.size() > kMaxChainSteps) {
-    return absl::InvalidArgumentError(absl::StrCat("then has ", steps.size(),
-                                                   " steps; a chain has at most ", kMaxChainSteps,
-                                                   " after its first op"));
-  }
+  RETURN_IF_ERROR(CheckChainLength(steps.size()));
   std::vector<ChainStep> out(steps.size());
   for (int s = 0; s < steps.size(); ++s) {
     const v1::Step& step = steps.Get(s);

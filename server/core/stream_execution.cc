@@ -87,9 +87,8 @@ absl::StatusOr<std::unique_ptr<StreamedExecution>> StreamedExecution::Begin(
     int64_t step_bytes = 0;
     ASSIGN_OR_RETURN(s->steps_, DecodeChain(s->chain_, limits, &step_bytes, &s->chain_inputs_));
     if (outputs.size() == 1) {
-      RETURN_IF_ERROR(registry.CheckChain(outputs[0], s->steps_).status());
+      RETURN_IF_ERROR(registry.CheckChain(outputs[0], s->steps_, &s->chain_ops_).status());
     }
-    for (const ChainStep& step : s->steps_) s->chain_ops_.push_back(registry.Find(step.op));
   }
   if (outputs.size() != 1) {
     return absl::UnimplementedError(
