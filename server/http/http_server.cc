@@ -99,7 +99,6 @@ class GrowableBuffer {
     return true;
   }
   char* data() const { return base_; }
-  uint64_t writable() const { return writable_; }
 
  private:
   void Unmap() {
