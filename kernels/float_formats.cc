@@ -1,6 +1,9 @@
 #include "kernels/float_formats.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace tensorops {
 namespace {
@@ -116,6 +119,27 @@ static_assert(Half::kMaxFinite == 0x7BFF, "65504");
 static_assert(E4M3FN::kMaxFinite == 0x7E, "448");
 static_assert(E5M2::kMaxFinite == 0x7B, "57344");
 
+// Rounds `x` to nearest even with `bits` significant bits and subnormals
+// below 2^`min_exp` (spacing 2^(min_exp - bits + 1)): exact in double.
+double RoundToPrecision(double x, int bits, int min_exp) {
+  if (!std::isfinite(x) || x == 0) return x;
+  int e = 0;
+  std::frexp(x, &e);  // x = m * 2^e, 0.5 <= |m| < 1
+  const int exp = std::max(e - 1, min_exp);
+  const int shift = bits - 1 - exp;
+  return std::ldexp(std::nearbyint(std::ldexp(x, shift)), -shift);
+}
+
+// A double already rounded to float precision (or fewer bits), as a float:
+// beyond FLT_MAX is infinity (a plain cast would be undefined behaviour).
+float NarrowToFloat(double r) {
+  if (std::isfinite(r) && std::fabs(r) > std::numeric_limits<float>::max()) {
+    return std::signbit(r) ? -std::numeric_limits<float>::infinity()
+                           : std::numeric_limits<float>::infinity();
+  }
+  return static_cast<float>(r);
+}
+
 }  // namespace
 
 uint16_t FloatToHalf(float f) { return static_cast<uint16_t>(Half::FromFloat(f)); }
@@ -141,5 +165,24 @@ float Float8E4M3ToFloat(uint8_t v) { return E4M3FN::ToFloat(v); }
 
 uint8_t FloatToFloat8E5M2(float f) { return static_cast<uint8_t>(E5M2::FromFloat(f)); }
 float Float8E5M2ToFloat(uint8_t v) { return E5M2::ToFloat(v); }
+
+// binary32: the hardware's conversion rounds to nearest even within the
+// float range; beyond it (where a cast is undefined) round by hand: just
+// above FLT_MAX may still round down to it.
+float DoubleToFloat(double x) {
+  if (!(std::fabs(x) > std::numeric_limits<float>::max())) return static_cast<float>(x);
+  return NarrowToFloat(RoundToPrecision(x, 24, -126));
+}
+
+uint16_t DoubleToHalf(double x) {
+  // binary16: 11 significant bits, min normal 2^-14; beyond 65504 after
+  // rounding is infinity (FloatToHalf of the exact float does that).
+  return FloatToHalf(NarrowToFloat(RoundToPrecision(x, 11, -14)));
+}
+uint16_t DoubleToBFloat16(double x) {
+  // bfloat16: 8 significant bits, min normal 2^-126. The rounded value is a
+  // float (or beyond FLT_MAX: infinity).
+  return FloatToBFloat16(NarrowToFloat(RoundToPrecision(x, 8, -126)));
+}
 
 }  // namespace tensorops

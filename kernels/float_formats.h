@@ -27,6 +27,15 @@ float Float8E4M3ToFloat(uint8_t v);
 uint8_t FloatToFloat8E5M2(float f);
 float Float8E5M2ToFloat(uint8_t v);
 
+// From a double (a JSON number), rounded once, to nearest even, straight to
+// the narrow format: through a float first would round twice (a double just
+// above a half-way point of binary16 can land on it as a float and then go
+// to even). Beyond the format's largest finite value after rounding:
+// infinity. NaN stays NaN; the sign of zero is kept.
+float DoubleToFloat(double x);
+uint16_t DoubleToHalf(double x);
+uint16_t DoubleToBFloat16(double x);
+
 }  // namespace tensorops
 
 #endif  // TENSOROPS_KERNELS_FLOAT_FORMATS_H_

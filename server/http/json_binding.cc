@@ -98,46 +98,6 @@ absl::Status ToParams(const rapidjson::Value& obj, absl::string_view what, Infer
   return absl::OkStatus();
 }
 
-// Rounds `x` to nearest even with `bits` significant bits and subnormals
-// below 2^`min_exp` (spacing 2^(min_exp - bits + 1)): exact in double.
-double RoundToPrecision(double x, int bits, int min_exp) {
-  if (!std::isfinite(x) || x == 0) return x;
-  int e = 0;
-  std::frexp(x, &e);  // x = m * 2^e, 0.5 <= |m| < 1
-  const int exp = std::max(e - 1, min_exp);
-  const int shift = bits - 1 - exp;
-  return std::ldexp(std::nearbyint(std::ldexp(x, shift)), -shift);
-}
-
-// A double already rounded to float precision (or fewer bits), as a float:
-// beyond FLT_MAX is infinity (a plain cast would be undefined behaviour).
-float NarrowToFloat(double r) {
-  if (std::isfinite(r) && std::fabs(r) > std::numeric_limits<float>::max()) {
-    return std::signbit(r) ? -std::numeric_limits<float>::infinity()
-                           : std::numeric_limits<float>::infinity();
-  }
-  return static_cast<float>(r);
-}
-
-// binary32: the hardware's conversion rounds to nearest even within the
-// float range; beyond it (where a cast is undefined) round by hand: just
-// above FLT_MAX may still round down to it.
-float DoubleToFloat(double x) {
-  if (!(std::fabs(x) > std::numeric_limits<float>::max())) return static_cast<float>(x);
-  return NarrowToFloat(RoundToPrecision(x, 24, -126));
-}
-
-uint16_t DoubleToHalf(double x) {
-  // binary16: 11 significant bits, min normal 2^-14; beyond 65504 after
-  // rounding is infinity (FloatToHalf of the exact float does that).
-  return FloatToHalf(NarrowToFloat(RoundToPrecision(x, 11, -14)));
-}
-uint16_t DoubleToBFloat16(double x) {
-  // bfloat16: 8 significant bits, min normal 2^-126. The rounded value is a
-  // float (or beyond FLT_MAX: infinity).
-  return FloatToBFloat16(NarrowToFloat(RoundToPrecision(x, 8, -126)));
-}
-
 // One element of an input's `data`, as the SAX parser delivered it (the
 // DOM never holds `data`: a 16 MiB FP32 tensor would be 4 M DOM values).
 struct JsonElem {

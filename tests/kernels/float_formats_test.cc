@@ -127,10 +127,12 @@ class Reference {
     overflow_ = values_.back() + (values_.back() - values_[values_.size() - 2]);
   }
 
-  uint32_t Round(float x) const {
+  // Exact for every float, and for every double of the narrow range (the
+  // distances below are exact there).
+  uint32_t Round(double x) const {
     const uint32_t sign = std::signbit(x) ? f_.sign : 0;
     if (std::isnan(x)) return 0;  // not used for NaN
-    const double a = std::fabs(static_cast<double>(x));
+    const double a = std::fabs(x);
     auto it = std::upper_bound(values_.begin(), values_.end(), a);
     const size_t lo = static_cast<size_t>(it - values_.begin()) - 1;  // values_[0] = 0 <= a
     double lo_v = values_[lo];
@@ -199,6 +201,56 @@ TEST(FloatFormatsTest, RandomFloatsMatchReference) {
       CheckAgainstReference(*f, ref, FromBits(bits));
     }
   }
+}
+
+// From a double, rounded once: the doubles just beside each midpoint are
+// where rounding through a float first would go wrong (the float would be
+// the midpoint itself, and the tie then goes to even).
+TEST(FloatFormatsTest, DoublesRoundOnceToNearestEven) {
+  const struct {
+    const Format* format;
+    uint16_t (*narrow)(double);
+  } formats[] = {{&kHalf, &DoubleToHalf}, {&kBF16, &DoubleToBFloat16}};
+  for (const auto& f : formats) {
+    SCOPED_TRACE(f.format->name);
+    Reference ref(*f.format);
+    std::vector<double> points = ref.values();
+    const double last = points.back();
+    points.push_back(last + (last - points[points.size() - 2]));
+    int below_float_midpoint = 0;
+    for (size_t i = 0; i + 1 < points.size(); ++i) {
+      const double mid = (points[i] + points[i + 1]) / 2;
+      for (double x : {mid, std::nextafter(mid, 0.0), std::nextafter(mid, INFINITY), points[i],
+                       std::nextafter(mid, 0.0) - mid * 0x1p-40}) {
+        for (double y : {x, -x}) {
+          ASSERT_EQ(f.narrow(y), ref.Round(y)) << absl::StrFormat("%a", y);
+        }
+        // The hazard is real: this double narrows to the midpoint as a float.
+        if (x != mid && static_cast<double>(static_cast<float>(x)) == mid) ++below_float_midpoint;
+      }
+    }
+    EXPECT_GT(below_float_midpoint, 0);
+  }
+  EXPECT_EQ(DoubleToHalf(1e300), 0x7C00);
+  EXPECT_EQ(DoubleToHalf(-1e300), 0xFC00);
+  EXPECT_EQ(DoubleToBFloat16(1e300), 0x7F80);
+  EXPECT_EQ(DoubleToHalf(-0.0), 0x8000);
+  EXPECT_EQ(DoubleToHalf(std::numeric_limits<double>::infinity()), 0x7C00);
+  EXPECT_TRUE(std::isnan(HalfToFloat(DoubleToHalf(std::nan("")))));
+  EXPECT_TRUE(std::isnan(BFloat16ToFloat(DoubleToBFloat16(std::nan("")))));
+}
+
+TEST(FloatFormatsTest, DoublesToFloatBeyondItsRange) {
+  const double max = std::numeric_limits<float>::max();
+  const double ulp = max - std::nextafter(std::numeric_limits<float>::max(), 0.0f);
+  EXPECT_EQ(DoubleToFloat(max), std::numeric_limits<float>::max());
+  EXPECT_EQ(DoubleToFloat(max + ulp / 2 - ulp * 0x1p-20), std::numeric_limits<float>::max());
+  EXPECT_EQ(DoubleToFloat(max + ulp / 2), std::numeric_limits<float>::infinity());  // tie: even
+  EXPECT_EQ(DoubleToFloat(-1e39), -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(DoubleToFloat(0.1), 0.1f);
+  EXPECT_EQ(DoubleToFloat(1 + 0x1p-24), 1.0f);  // tie, even
+  EXPECT_EQ(DoubleToFloat(1 + 0x1p-24 + 0x1p-50), std::nextafter(1.0f, 2.0f));
+  EXPECT_TRUE(std::isnan(DoubleToFloat(std::nan(""))));
 }
 
 struct NarrowCase {
