@@ -25,8 +25,8 @@
 //
 // Thread-safety: AdmissionController's methods are safe from any thread. An
 // AdmissionTicket belongs to one call and is used by one thread at a time.
-#ifndef TENSOROPS_SERVER_ADMISSION_H_
-#define TENSOROPS_SERVER_ADMISSION_H_
+#ifndef TENSOROPS_SERVER_CORE_ADMISSION_H_
+#define TENSOROPS_SERVER_CORE_ADMISSION_H_
 
 #include <condition_variable>
 #include <cstdint>
@@ -158,4 +158,4 @@ class AdmissionTicket {
 
 }  // namespace tensorops
 
-#endif  // TENSOROPS_SERVER_ADMISSION_H_
+#endif  // TENSOROPS_SERVER_CORE_ADMISSION_H_

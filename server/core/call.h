@@ -42,8 +42,8 @@
 // RPC whose steps run one after another (gRPC serialises a reactor's
 // callbacks; Run hands the call to one pool task), so its methods are never
 // called concurrently and it takes no lock.
-#ifndef TENSOROPS_SERVER_CALL_H_
-#define TENSOROPS_SERVER_CALL_H_
+#ifndef TENSOROPS_SERVER_CORE_CALL_H_
+#define TENSOROPS_SERVER_CORE_CALL_H_
 
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/status.h>
@@ -309,4 +309,4 @@ class Call {
 
 }  // namespace tensorops
 
-#endif  // TENSOROPS_SERVER_CALL_H_
+#endif  // TENSOROPS_SERVER_CORE_CALL_H_

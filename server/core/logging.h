@@ -2,8 +2,8 @@
 // One line per event: "2026-11-22T03:11:43.123Z I tensorops-server: message".
 //
 // Thread-safety: safe from any thread; each line is written with one write().
-#ifndef TENSOROPS_SERVER_LOGGING_H_
-#define TENSOROPS_SERVER_LOGGING_H_
+#ifndef TENSOROPS_SERVER_CORE_LOGGING_H_
+#define TENSOROPS_SERVER_CORE_LOGGING_H_
 
 #include <string>
 
@@ -30,4 +30,4 @@ void LogRequestError(grpc::StatusCode code, const std::string& op, const std::st
 
 }  // namespace tensorops
 
-#endif  // TENSOROPS_SERVER_LOGGING_H_
+#endif  // TENSOROPS_SERVER_CORE_LOGGING_H_

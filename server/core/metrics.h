@@ -3,8 +3,8 @@
 // pre-resolved pointers (no map lookups, no allocation, no Family::Add).
 //
 // Thread-safety: every method is safe from any thread after construction.
-#ifndef TENSOROPS_SERVER_METRICS_H_
-#define TENSOROPS_SERVER_METRICS_H_
+#ifndef TENSOROPS_SERVER_CORE_METRICS_H_
+#define TENSOROPS_SERVER_CORE_METRICS_H_
 
 #include <grpcpp/support/status_code_enum.h>
 
@@ -119,4 +119,4 @@ class Metrics {
 
 }  // namespace tensorops
 
-#endif  // TENSOROPS_SERVER_METRICS_H_
+#endif  // TENSOROPS_SERVER_CORE_METRICS_H_

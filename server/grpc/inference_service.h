@@ -19,8 +19,8 @@
 // unless --shared_memory=system.
 //
 // Thread-safety: safe for concurrent RPCs.
-#ifndef TENSOROPS_SERVER_INFERENCE_SERVICE_H_
-#define TENSOROPS_SERVER_INFERENCE_SERVICE_H_
+#ifndef TENSOROPS_SERVER_GRPC_INFERENCE_SERVICE_H_
+#define TENSOROPS_SERVER_GRPC_INFERENCE_SERVICE_H_
 
 #include <string>
 
@@ -92,4 +92,4 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
 
 }  // namespace tensorops
 
-#endif  // TENSOROPS_SERVER_INFERENCE_SERVICE_H_
+#endif  // TENSOROPS_SERVER_GRPC_INFERENCE_SERVICE_H_

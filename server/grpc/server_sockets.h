@@ -18,8 +18,8 @@
 //
 // Thread-safety: the functions are safe to call from any thread; they act
 // only on sockets whose local address is one of the given ones.
-#ifndef TENSOROPS_SERVER_SERVER_SOCKETS_H_
-#define TENSOROPS_SERVER_SERVER_SOCKETS_H_
+#ifndef TENSOROPS_SERVER_GRPC_SERVER_SOCKETS_H_
+#define TENSOROPS_SERVER_GRPC_SERVER_SOCKETS_H_
 
 #include <string>
 #include <vector>
@@ -52,4 +52,4 @@ int ShutdownConnections(const ServedAddresses& served, const std::vector<int>& l
 
 }  // namespace tensorops
 
-#endif  // TENSOROPS_SERVER_SERVER_SOCKETS_H_
+#endif  // TENSOROPS_SERVER_GRPC_SERVER_SOCKETS_H_

@@ -12,8 +12,8 @@
 //   ListOps        the registry's specs (gate only: it runs no kernel).
 //
 // Thread-safety: safe for concurrent RPCs.
-#ifndef TENSOROPS_SERVER_SERVICE_H_
-#define TENSOROPS_SERVER_SERVICE_H_
+#ifndef TENSOROPS_SERVER_GRPC_SERVICE_H_
+#define TENSOROPS_SERVER_GRPC_SERVICE_H_
 
 #include "server/core/call.h"
 #include "server/grpc/arena_allocator.h"
@@ -51,4 +51,4 @@ class TensorOpsService final : public TensorOpsServiceBase {
 
 }  // namespace tensorops
 
-#endif  // TENSOROPS_SERVER_SERVICE_H_
+#endif  // TENSOROPS_SERVER_GRPC_SERVICE_H_

@@ -5,8 +5,8 @@
 // registers it so): the reactor reads and writes chunks in place.
 //
 // Thread-safety: one reactor per call; gRPC serialises its callbacks.
-#ifndef TENSOROPS_SERVER_STREAM_REACTOR_H_
-#define TENSOROPS_SERVER_STREAM_REACTOR_H_
+#ifndef TENSOROPS_SERVER_GRPC_STREAM_REACTOR_H_
+#define TENSOROPS_SERVER_GRPC_STREAM_REACTOR_H_
 
 #include <grpcpp/support/byte_buffer.h>
 
@@ -22,4 +22,4 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* NewExecuteStreamRea
 
 }  // namespace tensorops
 
-#endif  // TENSOROPS_SERVER_STREAM_REACTOR_H_
+#endif  // TENSOROPS_SERVER_GRPC_STREAM_REACTOR_H_

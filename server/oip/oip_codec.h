@@ -23,8 +23,8 @@
 //
 // Thread-safety: free functions are stateless; a PreparedInfer is used by one
 // thread at a time.
-#ifndef TENSOROPS_SERVER_OIP_CODEC_H_
-#define TENSOROPS_SERVER_OIP_CODEC_H_
+#ifndef TENSOROPS_SERVER_OIP_OIP_CODEC_H_
+#define TENSOROPS_SERVER_OIP_OIP_CODEC_H_
 
 #include <atomic>
 #include <cstdint>
@@ -157,4 +157,4 @@ void WriteRawBytes(const TensorView& t, char* out);
 
 }  // namespace tensorops
 
-#endif  // TENSOROPS_SERVER_OIP_CODEC_H_
+#endif  // TENSOROPS_SERVER_OIP_OIP_CODEC_H_

@@ -20,8 +20,8 @@
 //
 // Thread-safety: ShmRegistry's methods are safe from any thread; a ShmRegion
 // is immutable and safe to share.
-#ifndef TENSOROPS_SERVER_SHM_REGISTRY_H_
-#define TENSOROPS_SERVER_SHM_REGISTRY_H_
+#ifndef TENSOROPS_SERVER_OIP_SHM_REGISTRY_H_
+#define TENSOROPS_SERVER_OIP_SHM_REGISTRY_H_
 
 #include <sys/types.h>
 
@@ -118,4 +118,4 @@ class ShmRegistry {
 
 }  // namespace tensorops
 
-#endif  // TENSOROPS_SERVER_SHM_REGISTRY_H_
+#endif  // TENSOROPS_SERVER_OIP_SHM_REGISTRY_H_

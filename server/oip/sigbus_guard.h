@@ -15,8 +15,8 @@
 //
 // Thread-safety: safe from any number of threads at once (the state is
 // per thread).
-#ifndef TENSOROPS_SERVER_SIGBUS_GUARD_H_
-#define TENSOROPS_SERVER_SIGBUS_GUARD_H_
+#ifndef TENSOROPS_SERVER_OIP_SIGBUS_GUARD_H_
+#define TENSOROPS_SERVER_OIP_SIGBUS_GUARD_H_
 
 #include <functional>
 
@@ -27,4 +27,4 @@ bool RunCatchingSigbus(const std::function<void()>& fn);
 
 }  // namespace tensorops
 
-#endif  // TENSOROPS_SERVER_SIGBUS_GUARD_H_
+#endif  // TENSOROPS_SERVER_OIP_SIGBUS_GUARD_H_
