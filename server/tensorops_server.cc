@@ -154,7 +154,8 @@ int main(int argc, char** argv) {
   absl::SetFlagsUsageConfig(usage);
   absl::SetProgramUsageMessage(
       "Serves tensor data-movement ops (Reverse, ReverseSequence, Roll, onnx.ReverseSequence) "
-      "over gRPC, with health, reflection and Prometheus metrics.\n"
+      "over gRPC (tensorops.v1 and the Open Inference Protocol, with health and reflection) and "
+      "HTTP/REST (the Open Inference Protocol), with Prometheus metrics.\n"
       "Usage: tensorops-server [--host=127.0.0.1] [--port=50051] [flags]");
   absl::ParseCommandLine(argc, argv);
   if (absl::GetFlag(FLAGS_malloc_tuning)) {

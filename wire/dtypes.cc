@@ -1,6 +1,10 @@
 #include "wire/dtypes.h"
 
 #include <array>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_join.h"
 
 namespace tensorops {
 namespace {
@@ -51,6 +55,17 @@ DType DTypeFromOip(absl::string_view datatype) {
     if (row.oip != nullptr && datatype == row.oip) return row.dtype;
   }
   return DType::kInvalid;
+}
+
+const std::string& OipDatatypeList() {
+  static const std::string* const list = [] {
+    std::vector<absl::string_view> names;
+    for (const DTypeRow& row : DTypeRows()) {
+      if (row.oip != nullptr) names.push_back(row.oip);
+    }
+    return new std::string(absl::StrJoin(names, ", "));
+  }();
+  return *list;
 }
 
 }  // namespace tensorops

@@ -9,6 +9,8 @@
 #ifndef TENSOROPS_WIRE_DTYPES_H_
 #define TENSOROPS_WIRE_DTYPES_H_
 
+#include <string>
+
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "kernels/dtype.h"
@@ -45,6 +47,9 @@ inline bool AcceptedByOip(DType dtype) { return GetDTypeRow(dtype).oip != nullpt
 // (kInvalid when the string is not one of the 14; case matters).
 inline const char* OipDatatype(DType dtype) { return GetDTypeRow(dtype).oip; }
 DType DTypeFromOip(absl::string_view datatype);
+// The 14 OIP datatype strings, comma-separated in the table's order, for
+// error messages ("FP32, FP64, FP16, BF16, INT8, ...").
+const std::string& OipDatatypeList();
 // The OIP's typed contents field of `dtype`; nullptr when none.
 inline const char* TypedContentsField(DType dtype) { return GetDTypeRow(dtype).oip_contents; }
 

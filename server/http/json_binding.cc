@@ -897,10 +897,9 @@ absl::StatusOr<std::unique_ptr<JsonInferRequest>> JsonInferRequest::Parse(
     in.datatype = absl::string_view(datatype->value.GetString(), datatype->value.GetStringLength());
     const DType dtype = DTypeFromOip(in.datatype);
     if (dtype == DType::kInvalid) {
-      return Invalid(absl::StrCat(
-          what, ": datatype '", in.datatype,
-          "' is not one of BOOL, UINT8, UINT16, UINT32, UINT64, INT8, INT16, INT32, INT64, "
-          "FP16, FP32, FP64, BYTES, BF16"));
+      return Invalid(
+          absl::StrCat(what, ": datatype '", in.datatype, "' is not one of ", OipDatatypeList(),
+                       " (COMPLEX and FLOAT8 tensors are served by tensorops.v1.TensorOps only)"));
     }
     auto shape = t.FindMember("shape");
     if (shape == t.MemberEnd() || !shape->value.IsArray()) {

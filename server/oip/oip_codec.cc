@@ -423,10 +423,8 @@ absl::StatusOr<std::unique_ptr<PreparedInfer>> PreparedInfer::Make(const OpRegis
     const DType dtype = DTypeFromOip(in.datatype);
     if (dtype == DType::kInvalid) {
       return absl::InvalidArgumentError(absl::StrCat(
-          what, ": datatype ", Quote(in.datatype),
-          " is not one of BOOL, UINT8, UINT16, UINT32, UINT64, INT8, INT16, INT32, INT64, FP16, "
-          "FP32, FP64, BYTES, BF16 (COMPLEX and FLOAT8 tensors are served by "
-          "tensorops.v1.TensorOps only)"));
+          what, ": datatype ", Quote(in.datatype), " is not one of ", OipDatatypeList(),
+          " (COMPLEX and FLOAT8 tensors are served by tensorops.v1.TensorOps only)"));
     }
     const absl::Span<const int64_t> dims = in.shape;
     DecodedTensor t;

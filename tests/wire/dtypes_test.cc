@@ -34,6 +34,10 @@ TEST(DTypesTest, OneRowPerTypeAgreeingWithEveryEnum) {
   EXPECT_EQ(GetDTypeRow(DType::kInvalid).proto, v1::DATA_TYPE_UNSPECIFIED);
   EXPECT_EQ(FromProtoDataType(static_cast<v1::DataType>(99)), DType::kInvalid);
   EXPECT_EQ(DTypeFromOip("fp32"), DType::kInvalid);
+  // Error messages list exactly the datatypes DTypeFromOip accepts.
+  EXPECT_EQ(OipDatatypeList(),
+            "FP32, FP64, FP16, BF16, INT8, INT16, INT32, INT64, UINT8, UINT16, UINT32, UINT64, "
+            "BOOL, BYTES");
 }
 
 }  // namespace
