@@ -1,7 +1,8 @@
 """What the two independent Open Inference Protocol clients share
 (oip_python_test.py over gRPC, rest_python_test.py over HTTP): the datatype
-names of NumPy's types, raw tensor bytes back to arrays, and plain NumPy
-references of the ops. Written from the public texts, not from the server.
+names of NumPy's types, raw tensor bytes both ways, plain NumPy references
+of the ops and the table of op cases built from them. Written from the
+public texts, not from the server.
 """
 import struct
 
@@ -13,6 +14,45 @@ DATATYPE = {np.bool_: "BOOL", np.uint8: "UINT8", np.uint16: "UINT16", np.uint32:
             np.object_: "BYTES"}
 NUMPY = {v: k for k, v in DATATYPE.items()}
 NUMPY["BF16"] = np.uint16  # bfloat16 travels as its bits (NumPy has no bfloat16)
+
+
+class BF16(np.ndarray):
+    """A uint16 array of bfloat16 bits (NumPy has no bfloat16)."""
+
+
+def datatype(a):
+    return "BF16" if isinstance(a, BF16) else DATATYPE[a.dtype.type]
+
+
+def raw_of(a):
+    """An array's raw tensor bytes: little-endian, row-major; BYTES as 4-byte lengths + bytes."""
+    if a.dtype == np.object_:
+        return b"".join(struct.pack("<I", len(x)) + x for x in a.reshape(-1))
+    return np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<")).tobytes()
+
+
+def op_cases(sample, dtypes):
+    """(model, inputs, params, reference) for every op, for each of `dtypes`;
+    sample(dt, shape) makes the data tensors."""
+    out = []
+    for dt in dtypes:
+        data = sample(dt, (3, 4, 2))
+        shift, axes = np.array([5, -1], np.int64), np.array([1, -1], np.int64)
+        out.append(("Roll", [("data", data), ("shift", shift), ("axes", axes)], {},
+                    np.roll(data, (5, -1), axis=(1, 2))))
+        out.append(("Reverse", [("axis", np.array([0, 2], np.int64)), ("data", data)],
+                    {"mode": "index"}, ref_reverse_index(data, [0, 2])))
+        mask = np.array([False, True, True])
+        out.append(("Reverse", [("data", data), ("axis", mask)], {"mode": "mask"},
+                    ref_reverse_mask(data, mask)))
+        lengths = np.array([4, 0, 2], np.int64)
+        out.append(("ReverseSequence", [("data", data), ("seq_lengths", lengths)],
+                    {"batch_axis": 0, "seq_axis": 1}, ref_reverse_sequence(data, lengths, 0, 1)))
+        data2 = sample(dt, (3, 2))
+        lens = np.array([3, 1], np.int64)
+        out.append(("onnx.ReverseSequence", [("input", data2), ("sequence_lens", lens)],
+                    {"batch_axis": 1, "time_axis": 0}, ref_reverse_sequence(data2, lens, 1, 0)))
+    return out
 
 
 def from_raw(raw, dt, shape):

@@ -16,18 +16,15 @@ Exit status 0 when every check passed.
 import os
 import re
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 from multiprocessing import shared_memory
 
 import grpc
 import numpy as np
-from oip_numpy import (DATATYPE, from_raw, ref_reverse_index, ref_reverse_mask,
-                        ref_reverse_sequence)
+from oip_numpy import DATATYPE, datatype, from_raw, op_cases, raw_of
 from grpc_tools import protoc
 
 SERVER, PROTO_DIR = sys.argv[1], sys.argv[2]
@@ -38,16 +35,6 @@ if protoc.main(["protoc", f"-I{PROTO_DIR}", f"--python_out={STUBS}", f"--grpc_py
 sys.path.insert(0, STUBS)
 from inference import grpc_service_pb2 as pb  # noqa: E402
 from inference import grpc_service_pb2_grpc as pb_grpc  # noqa: E402
-
-
-def datatype(a):
-    return DATATYPE[a.dtype.type]
-
-
-def raw_of(a):
-    if a.dtype == np.object_:
-        return b"".join(struct.pack("<I", len(x)) + x for x in a.reshape(-1))
-    return a.astype(a.dtype.newbyteorder("<")).tobytes()
 
 
 def typed_contents(t, a):
@@ -87,7 +74,6 @@ def result_of(resp):
 
 def cases(rng):
     """(model, inputs, params, reference) for every op over several dtypes."""
-    out = []
     def sample(dt, shape):
         if dt is np.object_:
             return np.array([bytes(rng.integers(0, 256, rng.integers(0, 5), dtype=np.uint8))
@@ -98,26 +84,7 @@ def cases(rng):
             return rng.standard_normal(shape).astype(dt)
         info = np.iinfo(dt)
         return rng.integers(info.min, info.max, shape, dtype=dt, endpoint=True)
-    for dt in DATATYPE:
-        data = sample(dt, (3, 4, 2))
-        shift, axes = np.array([5, -1], np.int64), np.array([1, -1], np.int64)
-        out.append(("Roll", [("data", data), ("shift", shift), ("axes", axes)], {},
-                    np.roll(data, (5, -1), axis=(1, 2))))
-        out.append(("Reverse", [("axis", np.array([0, 2], np.int64)), ("data", data)],
-                    {"mode": "index"}, ref_reverse_index(data, [0, 2])))
-        mask = np.array([False, True, True])
-        out.append(("Reverse", [("data", data), ("axis", mask)], {"mode": "mask"},
-                    ref_reverse_mask(data, mask)))
-        lengths = np.array([4, 0, 2], np.int64)
-        out.append(("ReverseSequence", [("data", data), ("seq_lengths", lengths)],
-                    {"batch_axis": 0, "seq_axis": 1},
-                    ref_reverse_sequence(data, lengths, 0, 1)))
-        data2 = sample(dt, (3, 2))
-        lens = np.array([3, 1], np.int64)
-        out.append(("onnx.ReverseSequence", [("input", data2), ("sequence_lens", lens)],
-                    {"batch_axis": 1, "time_axis": 0},
-                    ref_reverse_sequence(data2, lens, 1, 0)))
-    return out
+    return op_cases(sample, DATATYPE)
 
 
 def has_typed(inputs):

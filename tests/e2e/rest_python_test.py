@@ -28,24 +28,9 @@ from multiprocessing import shared_memory
 
 import numpy as np
 from rest_server import RestServer
-from oip_numpy import (DATATYPE, NUMPY, from_raw, ref_reverse_index, ref_reverse_mask,
-                        ref_reverse_sequence)
+from oip_numpy import BF16, DATATYPE, NUMPY, datatype, from_raw, op_cases, raw_of
 
 SERVER = sys.argv[1]
-
-
-class BF16(np.ndarray):
-    """A uint16 array of bfloat16 bits (NumPy has no bfloat16)."""
-
-
-def datatype(a):
-    return "BF16" if isinstance(a, BF16) else DATATYPE[a.dtype.type]
-
-
-def raw_of(a):
-    if a.dtype == np.object_:
-        return b"".join(struct.pack("<I", len(x)) + x for x in a.reshape(-1))
-    return np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<")).tobytes()
 
 
 def json_data(a):
@@ -93,25 +78,7 @@ def sample(rng, dt, shape):
 
 def cases(rng):
     """(model, inputs, params, reference) for every op over every datatype."""
-    out = []
-    for dt in list(DATATYPE) + ["BF16"]:
-        data = sample(rng, dt, (3, 4, 2))
-        shift, axes = np.array([5, -1], np.int64), np.array([1, -1], np.int64)
-        out.append(("Roll", [("data", data), ("shift", shift), ("axes", axes)], {},
-                    np.roll(data, (5, -1), axis=(1, 2))))
-        out.append(("Reverse", [("axis", np.array([0, 2], np.int64)), ("data", data)],
-                    {"mode": "index"}, ref_reverse_index(data, [0, 2])))
-        mask = np.array([False, True, True])
-        out.append(("Reverse", [("data", data), ("axis", mask)], {"mode": "mask"},
-                    ref_reverse_mask(data, mask)))
-        lengths = np.array([4, 0, 2], np.int64)
-        out.append(("ReverseSequence", [("data", data), ("seq_lengths", lengths)],
-                    {"batch_axis": 0, "seq_axis": 1}, ref_reverse_sequence(data, lengths, 0, 1)))
-        data2 = sample(rng, dt, (3, 2))
-        lens = np.array([3, 1], np.int64)
-        out.append(("onnx.ReverseSequence", [("input", data2), ("sequence_lens", lens)],
-                    {"batch_axis": 1, "time_axis": 0}, ref_reverse_sequence(data2, lens, 1, 0)))
-    return out
+    return op_cases(lambda dt, shape: sample(rng, dt, shape), list(DATATYPE) + ["BF16"])
 
 
 def infer_body(inputs, params=None, binary_in=(), binary_out=False, rid=None):
