@@ -32,10 +32,13 @@
 #include "tensorops/v1/tensorops.grpc.pb.h"
 #include "tests/harness/http_get.h"
 #include "tests/harness/kernel_gate.h"
+#include "tests/harness/raw_bytes.h"
 #include "tests/harness/server_process.h"
 
 namespace tensorops {
 namespace {
+
+using ::tensorops::testing::RawStrings;
 
 using inference::GRPCInferenceService;
 using inference::ModelInferRequest;
@@ -102,16 +105,6 @@ Elements RandomElements(const Datatype& d, int64_t n, std::mt19937* rng) {
     }
   }
   return e;
-}
-
-std::string RawStrings(const std::vector<std::string>& values) {
-  std::string out;
-  for (const std::string& v : values) {
-    const uint32_t len = static_cast<uint32_t>(v.size());
-    out.append(reinterpret_cast<const char*>(&len), 4);
-    out += v;
-  }
-  return out;
 }
 
 // Fills typed contents from raw bytes of the datatype.

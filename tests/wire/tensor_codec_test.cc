@@ -14,21 +14,17 @@
 #include "gtest/gtest.h"
 #include "kernels/dtype.h"
 #include "kernels/float_formats.h"
+#include "tests/harness/raw_bytes.h"
 
 namespace tensorops {
 namespace {
+
+using ::tensorops::testing::Pack;
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 // ---------------------------------------------------------------- helpers
-
-template <typename T>
-std::string Pack(const std::vector<T>& values) {
-  std::string out(values.size() * sizeof(T), '\0');
-  if (!values.empty()) std::memcpy(&out[0], values.data(), out.size());
-  return out;
-}
 
 float F(uint32_t bits) {
   float f;

@@ -16,30 +16,17 @@
 #include "gtest/gtest.h"
 #include "server/core/execution.h"
 #include "server/grpc/oip_binding.h"
+#include "tests/harness/raw_bytes.h"
 
 namespace tensorops {
 namespace {
 
+using ::tensorops::testing::Pack;
+using ::tensorops::testing::RawStrings;
+
 using inference::ModelInferRequest;
 using inference::ModelInferResponse;
 using ::testing::HasSubstr;
-
-template <typename T>
-std::string Pack(const std::vector<T>& values) {
-  std::string out(values.size() * sizeof(T), '\0');
-  if (!values.empty()) std::memcpy(&out[0], values.data(), out.size());
-  return out;
-}
-
-std::string RawStrings(const std::vector<std::string>& values) {
-  std::string out;
-  for (const std::string& v : values) {
-    const uint32_t len = static_cast<uint32_t>(v.size());
-    out.append(reinterpret_cast<const char*>(&len), 4);
-    out += v;
-  }
-  return out;
-}
 
 class OipCodecTest : public ::testing::Test {
  protected:
