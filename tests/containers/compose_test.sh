@@ -34,8 +34,9 @@ CONCURRENCY=${CONCURRENCY:-16}
 T0=$EPOCHREALTIME
 PHASE_T0=$EPOCHREALTIME
 
-log() { awk -v t="$EPOCHREALTIME" -v t0="$T0" -v m="$*" 'BEGIN { printf "[%6.1fs] %s\n", t - t0, m }'; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
+# log, fail, wait_for (every 0.5 s here), free_port, PIDS and stop_pids.
+WAIT_FOR_POLL=0.5
+source "$ROOT/tests/harness/script.sh"
 # phase NAME: logs how long the phase that ends here took.
 PHASES=()
 phase() {
@@ -57,7 +58,6 @@ SERVICES=(tensorops-1 tensorops-2 tensorops-3 haproxy prometheus)
 IMAGE=localhost/tensorops:latest
 
 W=$(mktemp -d "${TMPDIR:-/tmp}/tensorops-containers.XXXXXX")
-PIDS=()
 STACK_UP=0
 compose() { docker-compose -f "$COMPOSE_FILE" "$@"; }
 
@@ -99,30 +99,13 @@ cleanup() {
     done
   fi
   remove_project
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  done
+  stop_pids
   rm -rf "$W"
   exit $rc
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-# wait_for SECONDS WHAT COMMAND...: polls COMMAND every 0.5 s.
-wait_for() {
-  local secs=$1 what=$2; shift 2
-  local end=$((SECONDS + secs))
-  until "$@" >/dev/null 2>&1; do
-    [ $SECONDS -lt $end ] || fail "timed out after ${secs}s waiting for $what"
-    sleep 0.5
-  done
-}
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
 
 # --- 1. machine setup, base image, stand-ins, the image ----------------------
 for step in packages base standins; do

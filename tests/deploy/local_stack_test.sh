@@ -26,23 +26,16 @@
 set -euo pipefail
 SERVER=$1 DRIVER=$2 CLI=$3 ROOT=$4
 T0=$EPOCHREALTIME
-
-log() { awk -v t="$EPOCHREALTIME" -v t0="$T0" -v m="$*" 'BEGIN { printf "[%5.1fs] %s\n", t - t0, m }'; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
+# log, fail, wait_for, free_port, PIDS and stop_pids.
+source "$ROOT/tests/harness/script.sh"
 for tool in haproxy prometheus curl python3; do
   command -v "$tool" >/dev/null || fail "$tool not found (bash tools/setup.sh installs it)"
 done
 
 W=$(mktemp -d "${TMPDIR:-/tmp}/tensorops-deploy.XXXXXX")
-PIDS=()
 cleanup() {
   local rc=$?
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  done
+  stop_pids
   if [ $rc -ne 0 ]; then
     for f in "$W"/*.err "$W"/haproxy.log "$W"/prometheus.log "$W"/driver*.out "$W"/rest9.out; do
       [ -s "$f" ] && { echo "--- $f (last lines)"; tail -n 15 "$f"; }
@@ -54,18 +47,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-# wait_for SECONDS WHAT COMMAND...: polls COMMAND every 0.2 s.
-wait_for() {
-  local secs=$1 what=$2; shift 2
-  local end=$((SECONDS + secs))
-  until "$@" >/dev/null 2>&1; do
-    [ $SECONDS -lt $end ] || fail "timed out after ${secs}s waiting for $what"
-    sleep 0.2
-  done
-}
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
 
 # --- three replicas ---------------------------------------------------------
 GRPC_PORTS=() METRICS_PORTS=() HTTP_PORTS=() SERVER_PIDS=()
