@@ -34,11 +34,14 @@
 #include "tests/harness/kernel_gate.h"
 #include "tests/harness/raw_bytes.h"
 #include "tests/harness/server_process.h"
+#include "tests/harness/shm_object.h"
 
 namespace tensorops {
 namespace {
 
 using ::tensorops::testing::RawStrings;
+using ::tensorops::testing::SetShmParams;
+using ::tensorops::testing::ShmObject;
 
 using inference::GRPCInferenceService;
 using inference::ModelInferRequest;
@@ -518,49 +521,16 @@ TEST_F(OipE2ETest, TimeoutParameterDropsACallQueuedPastIt) {
   EXPECT_TRUE(stream->Finish().ok());
 }
 
-// A POSIX shared-memory object owned by the test.
-class ShmObject {
- public:
-  explicit ShmObject(size_t size)
-      : key_(absl::StrCat("/tensorops-e2e-", getpid(), "-", counter_++)), size_(size) {
-    fd_ = shm_open(key_.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-    EXPECT_GE(fd_, 0);
-    EXPECT_EQ(ftruncate(fd_, static_cast<off_t>(size)), 0);
-    map_ = static_cast<char*>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0));
-  }
-  ~ShmObject() {
-    munmap(map_, size_);
-    close(fd_);
-    shm_unlink(key_.c_str());
-  }
-  const std::string& key() const { return key_; }
-  char* data() { return map_; }
-  void Truncate(size_t size) { EXPECT_EQ(ftruncate(fd_, static_cast<off_t>(size)), 0); }
-
- private:
-  static inline int counter_ = 0;
-  std::string key_;
-  size_t size_;
-  int fd_ = -1;
-  char* map_ = nullptr;
-};
-
 void InShm(inference::ModelInferRequest::InferInputTensor* t, const std::string& region,
            int64_t offset, int64_t size) {
-  auto& p = *t->mutable_parameters();
-  p["shared_memory_region"].set_string_param(region);
-  p["shared_memory_offset"].set_int64_param(offset);
-  p["shared_memory_byte_size"].set_int64_param(size);
+  SetShmParams(t->mutable_parameters(), region, offset, size);
 }
 
 void OutShm(ModelInferRequest* r, const std::string& name, const std::string& region,
             int64_t offset, int64_t size) {
   auto* o = r->add_outputs();
   o->set_name(name);
-  auto& p = *o->mutable_parameters();
-  p["shared_memory_region"].set_string_param(region);
-  p["shared_memory_offset"].set_int64_param(offset);
-  p["shared_memory_byte_size"].set_int64_param(size);
+  SetShmParams(o->mutable_parameters(), region, offset, size);
 }
 
 grpc::Status Register(GRPCInferenceService::Stub* stub, const std::string& name,
@@ -579,7 +549,7 @@ grpc::Status Register(GRPCInferenceService::Stub* stub, const std::string& name,
 }
 
 TEST_F(OipE2ETest, SharedMemoryLifecycle) {
-  Start({"--shared_memory=system", "--shared_memory_key_prefix=/tensorops-e2e-"});
+  Start({"--shared_memory=system", "--shared_memory_key_prefix=/tensorops-test-"});
   {
     grpc::ClientContext ctx;
     inference::ServerMetadataResponse md;
@@ -590,7 +560,7 @@ TEST_F(OipE2ETest, SharedMemoryLifecycle) {
   // Registration checks.
   EXPECT_EQ(Register(stub_.get(), "r", "/elsewhere", 0, 64).error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_EQ(Register(stub_.get(), "r", "/tensorops-e2e-missing", 0, 64).error_code(),
+  EXPECT_EQ(Register(stub_.get(), "r", "/tensorops-test-missing", 0, 64).error_code(),
             grpc::StatusCode::NOT_FOUND);
   const grpc::Status too_big = Register(stub_.get(), "r", obj.key(), 4096, 1 << 20);
   EXPECT_EQ(too_big.error_code(), grpc::StatusCode::INVALID_ARGUMENT);

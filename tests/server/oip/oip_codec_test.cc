@@ -17,12 +17,15 @@
 #include "server/core/execution.h"
 #include "server/grpc/oip_binding.h"
 #include "tests/harness/raw_bytes.h"
+#include "tests/harness/shm_object.h"
 
 namespace tensorops {
 namespace {
 
 using ::tensorops::testing::Pack;
 using ::tensorops::testing::RawStrings;
+using ::tensorops::testing::SetShmParams;
+using ::tensorops::testing::ShmObject;
 
 using inference::ModelInferRequest;
 using inference::ModelInferResponse;
@@ -407,45 +410,17 @@ TEST_F(OipCodecTest, ModelLookupAndMetadata) {
   EXPECT_EQ(md.outputs(0).name(), "output");
 }
 
-// A POSIX shared memory object for one test, unlinked at the end.
-class ShmObject {
- public:
-  ShmObject(const std::string& key, size_t size) : key_(key), size_(size) {
-    shm_unlink(key.c_str());
-    fd_ = shm_open(key.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-    EXPECT_GE(fd_, 0);
-    EXPECT_EQ(ftruncate(fd_, static_cast<off_t>(size)), 0);
-    map_ = static_cast<char*>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0));
-  }
-  ~ShmObject() {
-    munmap(map_, size_);
-    close(fd_);
-    shm_unlink(key_.c_str());
-  }
-  char* data() { return map_; }
-  void Truncate(size_t size) { EXPECT_EQ(ftruncate(fd_, static_cast<off_t>(size)), 0); }
-
- private:
-  std::string key_;
-  size_t size_;
-  int fd_ = -1;
-  char* map_ = nullptr;
-};
-
 std::string TestKey(const std::string& what) {
   return absl::StrCat("/tensorops-test-", getpid(), "-", what);
 }
 
 void UseShm(inference::ModelInferRequest::InferInputTensor* t, const std::string& region,
             int64_t offset, int64_t size) {
-  auto& p = *t->mutable_parameters();
-  p["shared_memory_region"].set_string_param(region);
-  p["shared_memory_offset"].set_int64_param(offset);
-  p["shared_memory_byte_size"].set_int64_param(size);
+  SetShmParams(t->mutable_parameters(), region, offset, size);
 }
 
 TEST_F(OipCodecTest, SharedMemoryInAndOut) {
-  ShmObject obj(TestKey("io"), 4096);
+  ShmObject obj(4096, TestKey("io"));
   ShmRegistry shm({true, "/tensorops-test-", 16});
   ASSERT_TRUE(shm.Register("tok", "r", TestKey("io"), 0, 4096).ok());
   const std::string data = Pack<int32_t>({1, 2, 3, 4, 5, 6});
@@ -457,9 +432,7 @@ TEST_F(OipCodecTest, SharedMemoryInAndOut) {
   auto* out = r.add_outputs();
   out->set_name("output");
   auto& op = *out->mutable_parameters();
-  op["shared_memory_region"].set_string_param("r");
-  op["shared_memory_offset"].set_int64_param(1000);
-  op["shared_memory_byte_size"].set_int64_param(24);
+  SetShmParams(&op, "r", 1000, 24);
   absl::StatusOr<ModelInferResponse> res = Infer(r, &shm, "tok");
   ASSERT_TRUE(res.ok()) << res.status();
   EXPECT_EQ(res->outputs(0).datatype(), "INT32");
@@ -517,7 +490,7 @@ TEST_F(OipCodecTest, SharedMemoryInAndOut) {
 }
 
 TEST_F(OipCodecTest, TruncatedObjectIsAnErrorNotACrash) {
-  ShmObject obj(TestKey("trunc"), 1 << 20);
+  ShmObject obj(1 << 20, TestKey("trunc"));
   ShmRegistry shm({true, "", 16});
   ASSERT_TRUE(shm.Register("", "r", TestKey("trunc"), 0, 1 << 20).ok());
   ModelInferRequest r = RollRaw();
@@ -535,7 +508,7 @@ TEST_F(OipCodecTest, TruncatedObjectIsAnErrorNotACrash) {
 TEST_F(OipCodecTest, TruncatedWhilePreparedIsCaught) {
   // The race fstat cannot close: the object shrinks after the checks, before
   // the kernel reads it. The SIGBUS guard turns the fault into an error.
-  ShmObject obj(TestKey("race"), 1 << 20);
+  ShmObject obj(1 << 20, TestKey("race"));
   ShmRegistry shm({true, "", 16});
   ASSERT_TRUE(shm.Register("", "r", TestKey("race"), 0, 1 << 20).ok());
   ModelInferRequest r;
