@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "fuzz/fuzz_util.h"
 #include "kernels/op_registry.h"
-#include "server/core/execution.h"
+#include "server/v1/execution.h"
 #include "tensorops/v1/tensorops.pb.h"
 #include "wire/limits.h"
 

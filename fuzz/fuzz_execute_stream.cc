@@ -23,8 +23,8 @@
 
 #include "fuzz/fuzz_util.h"
 #include "kernels/op_registry.h"
-#include "server/core/execution.h"
-#include "server/core/stream_execution.h"
+#include "server/v1/execution.h"
+#include "server/v1/stream_execution.h"
 #include "tensorops/v1/tensorops.pb.h"
 #include "wire/stream_chunk.h"
 

@@ -23,7 +23,7 @@
 #include "kernels/dtype.h"
 #include "kernels/op_registry.h"
 #include "kernels/thread_pool.h"
-#include "server/core/execution.h"
+#include "server/v1/execution.h"
 #include "tensorops/v1/tensorops.pb.h"
 #include "wire/tensor_codec.h"
 

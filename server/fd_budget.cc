@@ -30,6 +30,12 @@ absl::StatusOr<FdLimit> RaiseFdLimit() {
   return limit;
 }
 
+int64_t CurrentFdLimit() {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return kMaxFdLimit;
+  return std::min(static_cast<int64_t>(rl.rlim_cur), kMaxFdLimit);
+}
+
 FdBudget FdBudgetFor(int64_t fd_limit) {
   FdBudget budget;
   budget.reserve = std::max<int64_t>(64, fd_limit / 8);

@@ -38,6 +38,10 @@ struct FdLimit {
 absl::StatusOr<FdLimit> RaiseFdLimit();
 constexpr int64_t kMaxFdLimit = int64_t{1} << 20;
 
+// The soft RLIMIT_NOFILE now (kMaxFdLimit when unlimited or unreadable): what
+// the caps are derived from when their flags are left at -1.
+int64_t CurrentFdLimit();
+
 // Connection caps for a descriptor limit of `fd_limit`.
 struct FdBudget {
   int64_t reserve = 0;               // left for everything but connections

@@ -4,6 +4,7 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/server_posix.h>
 
 #include <algorithm>
 #include <atomic>
@@ -19,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "grpc/health/v1/health.pb.h"
 #include "server/core/logging.h"
+#include "server/fd_budget.h"
 #include "server/grpc/server_sockets.h"
 #include "server/http/tls_context.h"
 
@@ -107,6 +109,37 @@ std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const std::option
   return grpc::SslServerCredentials(ssl);
 }
 
+// What the Open Inference Protocol's service reads and reports: the
+// pipeline's drain and the metrics (oip/ stays below core/).
+class PipelineOipState final : public OipServerState {
+ public:
+  PipelineOipState(const CallPipeline* pipeline, Metrics* metrics)
+      : pipeline_(pipeline), metrics_(metrics) {}
+
+  bool draining() const override { return pipeline_->draining(); }
+  OipModelTotals Totals(absl::string_view model) const override {
+    const Metrics::OpTotals t = metrics_->ReadOpTotals(metrics_->OpIndex(model));
+    OipModelTotals o;
+    o.success_count = t.success_count;
+    o.fail_count = t.fail_count;
+    o.success_seconds = t.success_seconds;
+    o.fail_seconds = t.fail_seconds;
+    o.queue_count = t.queue_count;
+    o.queue_seconds = t.queue_seconds;
+    o.kernel_count = t.kernel_count;
+    o.kernel_seconds = t.kernel_seconds;
+    o.last_call_unix_seconds = t.last_call_unix_seconds;
+    return o;
+  }
+  void SetSharedMemoryRegions(int64_t regions) override {
+    metrics_->SetSharedMemoryRegions(regions);
+  }
+
+ private:
+  const CallPipeline* const pipeline_;
+  Metrics* const metrics_;
+};
+
 }  // namespace
 
 absl::StatusOr<std::string> ReadAuthTokenFile(const std::string& path) {
@@ -145,8 +178,29 @@ absl::Status ServerOptions::Validate() const {
   if (grpc_memory_bytes < 0) {
     return absl::InvalidArgumentError("--grpc_memory_bytes must be >= 0");
   }
+  if (grpc_max_connections < -1 || grpc_max_connections == 0) {
+    return absl::InvalidArgumentError("--grpc_max_connections must be >= 1 (or -1: derived)");
+  }
+  if (grpc_max_concurrent_streams < 1) {
+    return absl::InvalidArgumentError("--grpc_max_concurrent_streams must be >= 1");
+  }
+  if (grpc_min_ping_interval < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--grpc_min_ping_interval must be >= 0");
+  }
   if (http_threads < 0 || http_threads > 64) {
     return absl::InvalidArgumentError("--http_threads must be in 0..64 (0: one per core)");
+  }
+  if (http_max_connections < -1 || http_max_connections == 0) {
+    return absl::InvalidArgumentError("--http_max_connections must be >= 1 (or -1: derived)");
+  }
+  if (http_header_timeout <= absl::ZeroDuration() || http_idle_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--http_header_timeout and --http_idle_timeout must be > 0");
+  }
+  if (http_min_body_rate < 0) {
+    return absl::InvalidArgumentError("--http_min_body_rate must be >= 0 (0: no rate check)");
+  }
+  if (http_body_rate_window < absl::Seconds(1)) {
+    return absl::InvalidArgumentError("--http_body_rate_window must be >= 1s");
   }
   if (limits.max_stream_bytes < 0) {
     return absl::InvalidArgumentError("--max_stream_bytes must be >= 0");
@@ -204,8 +258,12 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
   shm_options.enabled = options.shared_memory;
   shm_options.key_prefix = options.shared_memory_key_prefix;
   s->shm_ = std::make_unique<ShmRegistry>(shm_options);
-  s->inference_service_ = std::make_unique<InferenceService>(s->pipeline_.get(), s->shm_.get(),
-                                                             !options.auth_token.empty());
+  s->oip_state_ = std::make_unique<PipelineOipState>(s->pipeline_.get(), metrics);
+  OipService::Options oip_options;
+  oip_options.tokens_required = !options.auth_token.empty();
+  s->oip_ =
+      std::make_unique<OipService>(&s->registry_, s->shm_.get(), s->oip_state_.get(), oip_options);
+  s->inference_service_ = std::make_unique<InferenceService>(s->pipeline_.get(), s->oip_.get());
 
   gpr_set_log_function(&GrpcLog);  // process-wide
   // Both are process-wide switches read by the next ServerBuilder.
@@ -230,12 +288,19 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
     tls_context = *std::move(context);
   }
   grpc::ServerBuilder builder;
+  // Plaintext connections are accepted by a listener of our own and handed
+  // to gRPC (server/grpc/grpc_listener.h: a connection cap, and an accept
+  // loop that outlives EMFILE, which gRPC 1.51's does not). gRPC takes only
+  // insecure connections that way, so with TLS its own listener accepts.
+  const bool own_listener = !tls->has_value();
   const std::shared_ptr<grpc::ServerCredentials> creds = MakeServerCredentials(*tls);
-  builder.AddListeningPort(address, creds, &s->port_);
   // Extra addresses (--listen), e.g. a Unix socket for sidecars on this host.
   std::vector<int> extra_ports(options.listen.size(), 0);
-  for (size_t i = 0; i < options.listen.size(); ++i) {
-    builder.AddListeningPort(options.listen[i], creds, &extra_ports[i]);
+  if (!own_listener) {
+    builder.AddListeningPort(address, creds, &s->port_);
+    for (size_t i = 0; i < options.listen.size(); ++i) {
+      builder.AddListeningPort(options.listen[i], creds, &extra_ports[i]);
+    }
   }
   // Keepalive pings find dead peers (also idle ones); a maximum connection
   // age makes clients reconnect now and then, so L4 load balancers spread them.
@@ -258,6 +323,18 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
                                ClampMs(options.max_connection_idle));
   }
+  // Open streams per connection: without a limit (gRPC's default) a client
+  // holding streams open without data costs ~13 KiB each (20 connections x
+  // 1,000 streams: +270 MiB). Streams past it are refused (REFUSED_STREAM);
+  // gRPC clients queue their calls until a stream ends.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.grpc_max_concurrent_streams);
+  // Client pings: closer than this without data in between is a strike, the
+  // third strike a GOAWAY (ENHANCE_YOUR_CALM "too_many_pings"), so a ping
+  // flood costs one connection, not the server's time. Strikes are gRPC's
+  // default (2), set here so that the pair is read in one place.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             ClampMs(options.grpc_min_ping_interval));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
   const int max_message = static_cast<int>(
       std::min<int64_t>(options.max_message_bytes, std::numeric_limits<int>::max()));
   if (options.grpc_memory_bytes > 0) {
@@ -274,16 +351,42 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
   builder.RegisterService(s->service_.get());
   builder.RegisterService(s->inference_service_.get());
   s->server_ = builder.BuildAndStart();
-  if (s->server_ == nullptr || s->port_ == 0) {
+  if (s->server_ == nullptr || (!own_listener && s->port_ == 0)) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
   }
+  if (own_listener) {
+    GrpcListener::Options listener;
+    listener.addresses.push_back(address);
+    listener.addresses.insert(listener.addresses.end(), options.listen.begin(),
+                              options.listen.end());
+    listener.max_connections = options.grpc_max_connections;
+    if (listener.max_connections == -1) {
+      listener.max_connections = FdBudgetFor(CurrentFdLimit()).grpc_max_connections;
+    }
+    grpc::Server* server = s->server_.get();
+    listener.hand_off = [server](int fd) { grpc::AddInsecureChannelFromFd(server, fd); };
+    listener.metrics = metrics;
+    s->grpc_max_connections_ = listener.max_connections;
+    absl::StatusOr<std::unique_ptr<GrpcListener>> started = GrpcListener::Start(listener);
+    if (!started.ok()) return started.status();
+    s->grpc_listener_ = *std::move(started);
+    s->port_ = s->grpc_listener_->port(0);
+    for (size_t i = 0; i < options.listen.size(); ++i) {
+      extra_ports[i] = s->grpc_listener_->port(i + 1);
+    }
+  }
   for (size_t i = 0; i < options.listen.size(); ++i) {
-    if (extra_ports[i] == 0) {
+    // gRPC's AddListeningPort leaves 0 for an address it could not bind (1
+    // for a Unix socket); GrpcListener::Start failed above instead.
+    if (!own_listener && extra_ports[i] == 0) {
       return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen[i]));
     }
     // The drain ends these transports too (Shutdown, step 3).
     if (absl::StartsWith(options.listen[i], "unix:")) {
       s->extra_unix_paths_.push_back(options.listen[i].substr(5));
+    } else if (absl::StartsWith(options.listen[i], "unix-abstract:")) {
+      // /proc/net/unix shows an abstract name after '@'.
+      s->extra_unix_paths_.push_back(absl::StrCat("@", options.listen[i].substr(14)));
     } else {
       s->extra_tcp_ports_.push_back(extra_ports[i]);
     }
@@ -297,12 +400,19 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
     http_options.port = options.http_port;
     http_options.loops = options.http_threads;
     http_options.max_body_bytes = options.max_message_bytes;
-    http_options.tokens_required = !options.auth_token.empty();
+    http_options.max_connections = options.http_max_connections;
+    if (http_options.max_connections == -1) {
+      http_options.max_connections = FdBudgetFor(CurrentFdLimit()).http_max_connections;
+    }
+    http_options.header_timeout = options.http_header_timeout;
+    http_options.idle_timeout = options.http_idle_timeout;
+    http_options.min_body_rate = options.http_min_body_rate;
+    http_options.body_rate_window = options.http_body_rate_window;
     // With TLS on, HTTPS only, with gRPC's certificate and client CA: bearer
     // tokens and tensors never cross the HTTP port in the clear.
     http_options.tls = tls_context;
     absl::StatusOr<std::unique_ptr<HttpServer>> http =
-        HttpServer::Start(s->pipeline_.get(), s->shm_.get(), http_options);
+        HttpServer::Start(s->pipeline_.get(), s->oip_.get(), http_options);
     if (!http.ok()) return http.status();
     s->http_ = *std::move(http);
   }
@@ -345,6 +455,9 @@ void TensorOpsServer::Shutdown() {
   ServedAddresses served{{port_}, extra_unix_paths_};
   served.tcp_ports.insert(served.tcp_ports.end(), extra_tcp_ports_.begin(), extra_tcp_ports_.end());
   g_listeners_shut.store(true);
+  // Our own listener first: its sockets closed, its thread joined, so
+  // nothing is handed to gRPC from now on.
+  if (grpc_listener_ != nullptr) grpc_listener_->Stop();
   const std::vector<int> listeners = ShutdownListeners(served);
   const absl::Time close_deadline = absl::Now() + kConnectionsCloseWait;
   int open = 0;

@@ -21,9 +21,11 @@
 #include "server/core/admission.h"
 #include "server/core/call.h"
 #include "server/core/metrics.h"
+#include "server/grpc/grpc_listener.h"
 #include "server/grpc/inference_service.h"
 #include "server/grpc/service.h"
 #include "server/http/http_server.h"
+#include "server/oip/oip_service.h"
 #include "server/oip/shm_registry.h"
 #include "wire/limits.h"
 
@@ -58,6 +60,14 @@ struct ServerOptions {
   std::string http_host = "127.0.0.1";
   int http_port = -1;    // 0 picks a free port; -1 disables it; HTTPS only with TLS on
   int http_threads = 0;  // its event-loop threads; 0: one per core, at most 4
+  // Its connection cap, deadlines and body rate (HttpServer::Options says
+  // what each does). http_max_connections -1 = derived from the process's
+  // RLIMIT_NOFILE (server/fd_budget.h).
+  int64_t http_max_connections = -1;
+  absl::Duration http_header_timeout = HttpServer::Options().header_timeout;
+  absl::Duration http_idle_timeout = HttpServer::Options().idle_timeout;
+  int64_t http_min_body_rate = HttpServer::Options().min_body_rate;  // bytes/s; 0 = off
+  absl::Duration http_body_rate_window = HttpServer::Options().body_rate_window;
   absl::Duration drain_timeout = absl::Seconds(10);
   bool access_log = false;
   int64_t min_parallel_bytes = kDefaultMinParallelBytes;
@@ -83,7 +93,23 @@ struct ServerOptions {
   absl::Duration keepalive_timeout = absl::Seconds(20);
   absl::Duration max_connection_age = absl::Minutes(5);
   absl::Duration max_connection_age_grace = absl::Seconds(30);
-  absl::Duration max_connection_idle = absl::ZeroDuration();
+  // Five minutes, as --max_connection_age: idle connections (also a flood
+  // of them) are closed even when the age limit is turned off.
+  absl::Duration max_connection_idle = absl::Minutes(5);
+  // The gRPC door's connection cap (server/grpc/grpc_listener.h): at most
+  // this many open on the plaintext listeners (--port, --listen), one more
+  // is closed when accepted. -1 = derived from the process's RLIMIT_NOFILE
+  // (server/fd_budget.h). With TLS gRPC's own listener accepts and there is
+  // no cap (docs/reliability.md).
+  int64_t grpc_max_connections = -1;
+  // Streams (calls) one client may have open on one HTTP/2 connection
+  // (SETTINGS_MAX_CONCURRENT_STREAMS); stock gRPC clients queue calls past
+  // it rather than fail them.
+  int grpc_max_concurrent_streams = 100;
+  // Pings a client sends without data in between closer together than this
+  // are strikes; the third gets the connection a GOAWAY (too_many_pings).
+  // Clients' keepalive_time must be at least this.
+  absl::Duration grpc_min_ping_interval = absl::Seconds(10);
 
   // INVALID_ARGUMENT naming the flag when a setting cannot work: a negative
   // size limit, a stream chunk below 4096 bytes once capped to fit a message
@@ -108,6 +134,10 @@ class TensorOpsServer {
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }                       // -1 when disabled
   int http_port() const { return http_ != nullptr ? http_->port() : -1; }  // -1 when disabled
+  // The HTTP door's connection cap in force (0: none; -1: no HTTP door).
+  int64_t http_max_connections() const { return http_ != nullptr ? http_->max_connections() : -1; }
+  // The gRPC door's connection cap in force; 0 when none (TLS).
+  int64_t grpc_max_connections() const { return grpc_max_connections_; }
   int threads() const { return pool_->num_threads(); }
 
   // Graceful stop: health turns NOT_SERVING, new requests get UNAVAILABLE,
@@ -128,8 +158,14 @@ class TensorOpsServer {
   std::unique_ptr<CallPipeline> pipeline_;
   std::unique_ptr<TensorOpsService> service_;
   std::unique_ptr<ShmRegistry> shm_;
+  std::unique_ptr<OipServerState> oip_state_;
+  std::unique_ptr<OipService> oip_;  // both doors' control endpoints
   std::unique_ptr<InferenceService> inference_service_;
   std::unique_ptr<grpc::Server> server_;
+  // Accepts the plaintext gRPC connections and hands them to server_
+  // (declared after it: destroyed first). Null with TLS.
+  std::unique_ptr<GrpcListener> grpc_listener_;
+  int64_t grpc_max_connections_ = 0;
   std::unique_ptr<HttpServer> http_;
   int port_ = 0;
   // Where --listen added transports (the drain shuts them like port_).

@@ -17,9 +17,11 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "kernels/buffer_cache.h"
 #include "server/core/logging.h"
+#include "server/fd_budget.h"
 #include "server/memory_limit.h"
 #include "server/server.h"
 
@@ -72,6 +74,24 @@ ABSL_FLAG(int, http_threads, tensorops::ServerOptions().http_threads,
           "Event-loop threads of the HTTP/REST port; connections are handed to them in "
           "turn and each serves its own (reading bodies, parsing JSON, small kernels "
           "inline); 0: one per core, at most 4.");
+ABSL_FLAG(int64_t, http_max_connections, tensorops::ServerOptions().http_max_connections,
+          "Most connections open at once on the HTTP/REST port. At the cap a new connection "
+          "closes the one idle longest (waiting for a request, no byte of it read); when none "
+          "is idle it gets 503 and is closed. -1 (default): derived from the file descriptor "
+          "limit (logged at start).");
+ABSL_FLAG(absl::Duration, http_header_timeout, tensorops::ServerOptions().http_header_timeout,
+          "Time for a whole HTTP request header: from the connection's accept for its first "
+          "request (TLS handshake included), from the first byte for a keep-alive "
+          "connection's next; past it 408 and close (silent connections are closed "
+          "unanswered).");
+ABSL_FLAG(absl::Duration, http_idle_timeout, tensorops::ServerOptions().http_idle_timeout,
+          "A keep-alive HTTP connection with no request for this long is closed.");
+ABSL_FLAG(int64_t, http_min_body_rate, tensorops::ServerOptions().http_min_body_rate,
+          "Slowest HTTP request body accepted, in bytes/s, measured over every "
+          "--http_body_rate_window; slower: 408 and close. 0: no rate (a body then has 120 s).");
+ABSL_FLAG(absl::Duration, http_body_rate_window, tensorops::ServerOptions().http_body_rate_window,
+          "The window --http_min_body_rate is measured over (>= 1s): a body may stall up to "
+          "this long.");
 ABSL_FLAG(absl::Duration, drain_timeout, tensorops::ServerOptions().drain_timeout,
           "On SIGTERM/SIGINT: how long admitted requests may take to finish before queued "
           "ones are dropped with UNAVAILABLE.");
@@ -142,6 +162,18 @@ ABSL_FLAG(absl::Duration, max_connection_age_grace,
           "connection is closed; 0 = unlimited.");
 ABSL_FLAG(absl::Duration, max_connection_idle, tensorops::ServerOptions().max_connection_idle,
           "Connections with no call for this long are closed (GOAWAY); 0 = never.");
+ABSL_FLAG(int64_t, grpc_max_connections, tensorops::ServerOptions().grpc_max_connections,
+          "Most connections open at once on the plaintext gRPC addresses (--port, --listen); "
+          "one more is closed as soon as it is accepted (the client sees UNAVAILABLE). -1 "
+          "(default): derived from the file descriptor limit (logged at start). Not "
+          "enforced with --tls_cert.");
+ABSL_FLAG(int, grpc_max_concurrent_streams, tensorops::ServerOptions().grpc_max_concurrent_streams,
+          "Calls one client may have open on one gRPC connection (HTTP/2 "
+          "SETTINGS_MAX_CONCURRENT_STREAMS); gRPC clients queue further calls until one ends.");
+ABSL_FLAG(absl::Duration, grpc_min_ping_interval, tensorops::ServerOptions().grpc_min_ping_interval,
+          "Client HTTP/2 pings closer together than this with no data between them are "
+          "strikes; the third closes the connection (GOAWAY too_many_pings). Clients' "
+          "keepalive time must be at least this.");
 
 int main(int argc, char** argv) {
   absl::FlagsUsageConfig usage;
@@ -158,6 +190,12 @@ int main(int argc, char** argv) {
       "HTTP/REST (the Open Inference Protocol), with Prometheus metrics.\n"
       "Usage: tensorops-server [--host=127.0.0.1] [--port=50051] [flags]");
   absl::ParseCommandLine(argc, argv);
+  // Debian's Abseil is built without NDEBUG, so each absl::Mutex lock (gRPC
+  // takes several per call) also ran Abseil's deadlock-cycle detection under
+  // one process-wide lock, and each Mutex destroyed left its graph node under
+  // it (BENCHMARKS.md, "service"). Off, as in a release build of Abseil;
+  // before any server thread starts.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   if (absl::GetFlag(FLAGS_malloc_tuning)) {
     // glibc serves blocks above its mmap threshold with a fresh mmap each
     // time, and first-touch page faults then cost more than the copy itself
@@ -198,6 +236,14 @@ int main(int argc, char** argv) {
       derived(absl::GetFlag(FLAGS_buffer_cache_bytes), budget.buffer_cache_bytes);
   tensorops::BufferCache::Global().Configure(buffer_cache_bytes,
                                              absl::GetFlag(FLAGS_buffer_cache_idle));
+  // The descriptor limit, soft raised to hard before any thread starts; the
+  // doors' connection caps left at -1 come from it (server/fd_budget.h).
+  absl::StatusOr<tensorops::FdLimit> fd_limit = tensorops::RaiseFdLimit();
+  if (!fd_limit.ok()) {
+    tensorops::Log(tensorops::LogLevel::kError,
+                   absl::StrCat("cannot start: ", fd_limit.status().message()));
+    return 1;
+  }
 
   absl::StatusOr<tensorops::LogLevel> level =
       tensorops::ParseLogLevel(absl::GetFlag(FLAGS_log_level));
@@ -242,6 +288,11 @@ int main(int argc, char** argv) {
   options.http_host = absl::GetFlag(FLAGS_http_host);
   options.http_port = absl::GetFlag(FLAGS_http_port);
   options.http_threads = absl::GetFlag(FLAGS_http_threads);
+  options.http_max_connections = absl::GetFlag(FLAGS_http_max_connections);
+  options.http_header_timeout = absl::GetFlag(FLAGS_http_header_timeout);
+  options.http_idle_timeout = absl::GetFlag(FLAGS_http_idle_timeout);
+  options.http_min_body_rate = absl::GetFlag(FLAGS_http_min_body_rate);
+  options.http_body_rate_window = absl::GetFlag(FLAGS_http_body_rate_window);
   options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   options.access_log = absl::GetFlag(FLAGS_access_log);
   options.min_parallel_bytes = absl::GetFlag(FLAGS_min_parallel_bytes);
@@ -254,6 +305,9 @@ int main(int argc, char** argv) {
   options.max_connection_age = absl::GetFlag(FLAGS_max_connection_age);
   options.max_connection_age_grace = absl::GetFlag(FLAGS_max_connection_age_grace);
   options.max_connection_idle = absl::GetFlag(FLAGS_max_connection_idle);
+  options.grpc_max_connections = absl::GetFlag(FLAGS_grpc_max_connections);
+  options.grpc_max_concurrent_streams = absl::GetFlag(FLAGS_grpc_max_concurrent_streams);
+  options.grpc_min_ping_interval = absl::GetFlag(FLAGS_grpc_min_ping_interval);
   if (const std::string path = absl::GetFlag(FLAGS_auth_token_file); !path.empty()) {
     absl::StatusOr<std::string> token = tensorops::ReadAuthTokenFile(path);
     if (!token.ok()) {
@@ -304,6 +358,25 @@ int main(int argc, char** argv) {
                    options.grpc_memory_bytes, how(absl::GetFlag(FLAGS_grpc_memory_bytes)),
                    ", buffer_cache_bytes ", buffer_cache_bytes,
                    how(absl::GetFlag(FLAGS_buffer_cache_bytes))));
+  tensorops::Log(
+      tensorops::LogLevel::kInfo,
+      absl::StrCat("fd limit ", fd_limit->soft, " (was ", fd_limit->was, ", hard ", fd_limit->hard,
+                   "): grpc_max_connections ",
+                   (*server)->grpc_max_connections() > 0
+                       ? absl::StrCat((*server)->grpc_max_connections(),
+                                      how(absl::GetFlag(FLAGS_grpc_max_connections)))
+                       : std::string("none (TLS: gRPC's own listener)"),
+                   ", grpc_max_concurrent_streams ", options.grpc_max_concurrent_streams));
+  if ((*server)->http_max_connections() >= 0) {
+    tensorops::Log(tensorops::LogLevel::kInfo,
+                   absl::StrCat("http limits: max_connections ", (*server)->http_max_connections(),
+                                how(absl::GetFlag(FLAGS_http_max_connections)), " of fd limit ",
+                                fd_limit->soft, ", header_timeout ",
+                                absl::FormatDuration(options.http_header_timeout),
+                                ", idle_timeout ", absl::FormatDuration(options.http_idle_timeout),
+                                ", min_body_rate ", options.http_min_body_rate, " bytes/s per ",
+                                absl::FormatDuration(options.http_body_rate_window)));
+  }
   tensorops::Log(
       tensorops::LogLevel::kInfo,
       absl::StrCat("started: grpc ", options.host, ":", (*server)->port(), ", metrics port ",

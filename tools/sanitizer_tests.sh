@@ -95,13 +95,14 @@ if [[ " $SANITIZERS " == *" tsan "* ]]; then
     "-DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread" >/dev/null
   cmake --build "$TSAN_DIR" -j "$JOBS" --target tensorops-server tensorops \
     kernels_thread_pool_test server_e2e_test service_e2e_test client_test cli_test limits_test \
-    stream_protocol_test stream_client_test overload_test drain_test oip_e2e_test
+    stream_protocol_test stream_client_test overload_test drain_test oip_e2e_test \
+    http_limits_e2e_test
   stamp "TSan: concurrency tests"
   (
     cd "$TSAN_DIR"
     export TSAN_OPTIONS="external_symbolizer_path=$SYMBOLIZER:suppressions=$ROOT/tools/tsan.supp:halt_on_error=1:second_deadlock_stack=1:history_size=4"
     ctest --output-on-failure -j "$JOBS" --timeout 900 \
-      -R '^(ThreadPoolTest|ServerE2ETest|ServiceE2ETest|TwoServersTest|ClientTest|ClientOptionsTest|CliTest|LimitsServiceTest|StreamProtocolTest|StreamAdmissionTest|StreamClientTest|OverloadTest|DrainTest|OipE2ETest)\.|^oip_python_client$'
+      -R '^(ThreadPoolTest|ServerE2ETest|ServiceE2ETest|TwoServersTest|ClientTest|ClientOptionsTest|CliTest|LimitsServiceTest|StreamProtocolTest|StreamAdmissionTest|StreamClientTest|OverloadTest|DrainTest|OipE2ETest|HttpLimitsE2ETest)\.|^(oip_python_client|http_flood)$'
   )
 fi
 stamp "done"

@@ -2,13 +2,12 @@
 
 #include <sys/stat.h>
 
-#include <chrono>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/core/logging.h"
-#include "wire/status.h"
 
 namespace tensorops {
 namespace {
@@ -43,6 +42,15 @@ ByteFieldNames AccessLogFields(CallMethod method) {
   return {"bytes_in", "bytes_out"};
 }
 
+// The status as the RPC ends with it: codes outside the canonical 0..16
+// (absl allows any int) become UNKNOWN, as on gRPC's wire (wire/status.h),
+// so metrics, logs and every door see the same code.
+absl::Status CanonicalStatus(const absl::Status& status) {
+  const int code = static_cast<int>(status.code());
+  if (code >= 0 && code <= static_cast<int>(absl::StatusCode::kUnauthenticated)) return status;
+  return absl::Status(absl::StatusCode::kUnknown, status.message());
+}
+
 Metrics::Limit MetricsLimit(AdmissionController::Limit limit) {
   return limit == AdmissionController::Limit::kQueue ? Metrics::Limit::kQueue
                                                      : Metrics::Limit::kInflightBytes;
@@ -61,25 +69,15 @@ CallPipeline::CallPipeline(const OpRegistry* registry, ThreadPool* pool,
                                   ? std::string()
                                   : absl::StrCat("Bearer ", options_.auth_token)) {}
 
-absl::Status CallPipeline::Gate(const grpc::CallbackServerContext& ctx) {
+absl::Status CallPipeline::Gate(const CallContext& ctx) {
   // gRPC's retry machinery marks every attempt after the first.
-  if (ctx.client_metadata().count("grpc-previous-rpc-attempts") > 0) {
-    metrics_->RecordRetriedCall();
-  }
-  if (expected_authorization_.empty()) return Gate(nullptr);
-  const auto& metadata = ctx.client_metadata();
-  auto it = metadata.find("authorization");
-  if (it == metadata.end()) {
-    return absl::UnauthenticatedError("missing \"authorization: Bearer <token>\" metadata");
-  }
-  const absl::string_view given(it->second.data(), it->second.size());
-  return Gate(&given);
-}
-
-absl::Status CallPipeline::Gate(const absl::string_view* authorization) {
+  if (ctx.retried()) metrics_->RecordRetriedCall();
   if (!expected_authorization_.empty()) {
-    if (authorization == nullptr) {
-      return absl::UnauthenticatedError("missing \"authorization: Bearer <token>\"");
+    const std::optional<absl::string_view> authorization = ctx.authorization();
+    if (!authorization.has_value()) {
+      const absl::string_view carrier = ctx.authorization_carrier();
+      return absl::UnauthenticatedError(absl::StrCat("missing \"authorization: Bearer <token>\"",
+                                                     carrier.empty() ? "" : " ", carrier));
     }
     if (!ConstantTimeEquals(*authorization, expected_authorization_)) {
       // Never echo what was sent or expected.
@@ -106,22 +104,10 @@ absl::Status CallPipeline::Reserve(int64_t bytes, AdmissionTicket* reservation) 
   return s;
 }
 
-Call::Call(CallPipeline* pipeline, CallMethod method, grpc::CallbackServerContext* ctx,
-           FinishRpc finish_rpc)
+Call::Call(CallPipeline* pipeline, CallMethod method, const CallContext* ctx, FinishRpc finish_rpc)
     : pipeline_(pipeline),
       method_(method),
       ctx_(ctx),
-      finish_rpc_(std::move(finish_rpc)),
-      start_(absl::Now()),
-      op_index_(pipeline->metrics_->unknown_op_index()) {}
-
-Call::Call(CallPipeline* pipeline, CallMethod method, std::optional<std::string> authorization,
-           absl::Time deadline, FinishRpc finish_rpc)
-    : pipeline_(pipeline),
-      method_(method),
-      ctx_(nullptr),
-      authorization_(std::move(authorization)),
-      deadline_(deadline),
       finish_rpc_(std::move(finish_rpc)),
       start_(absl::Now()),
       op_index_(pipeline->metrics_->unknown_op_index()) {}
@@ -165,12 +151,7 @@ void Call::EndUnary(const absl::Status& status) {
   Finish(status, request_bytes_, bytes_out);  // may delete this Call: nothing after it
 }
 
-absl::Status Call::Open() {
-  if (ctx_ != nullptr) return pipeline_->Gate(*ctx_);
-  if (!authorization_.has_value()) return pipeline_->Gate(nullptr);
-  const absl::string_view given(*authorization_);
-  return pipeline_->Gate(&given);
-}
+absl::Status Call::Open() { return pipeline_->Gate(*ctx_); }
 
 void Call::SetOp(absl::string_view requested, const OpDef* def) {
   op_text_ = std::string(requested.substr(0, 64));
@@ -227,17 +208,14 @@ void Call::Run(int64_t output_bytes, KernelFn kernel, AfterFn after) {
   }
 }
 
-absl::Status Call::CheckDrop() {
+absl::Status Call::CheckDrop(absl::Time now) {
   Metrics* metrics = pipeline_->metrics_;
   if (pipeline_->aborting_.load()) {
     metrics->RecordDropped(op_index_, Metrics::DropReason::kShutdown);
     return absl::UnavailableError("server is shutting down; the request was not run");
   }
   // Checked before IsCancelled: gRPC also cancels a call whose deadline passed.
-  const absl::Time now = absl::Now();
-  const bool rpc_deadline_passed =
-      ctx_ != nullptr ? absl::FromChrono(ctx_->deadline()) < now : deadline_ < now;
-  if (rpc_deadline_passed) {
+  if (ctx_->deadline() < now) {
     metrics->RecordDropped(op_index_, Metrics::DropReason::kDeadline);
     return absl::DeadlineExceededError(
         "deadline passed while the request was queued; it was not run");
@@ -248,7 +226,7 @@ absl::Status Call::CheckDrop() {
         absl::StrCat("the request's timeout parameter (", absl::ToInt64Microseconds(timeout_),
                      " us) passed while it was queued; it was not run"));
   }
-  if (ctx_ != nullptr && ctx_->IsCancelled()) {
+  if (ctx_->cancelled()) {
     metrics->RecordDropped(op_index_, Metrics::DropReason::kCancelled);
     return absl::CancelledError("request cancelled before it ran");
   }
@@ -265,7 +243,7 @@ void Call::RunNow() {
     }
   }
   const absl::Time kernel_start = absl::Now();
-  absl::Status status = CheckDrop();
+  absl::Status status = CheckDrop(kernel_start);
   if (status.ok()) {
     status = kernel_(pipeline_->pool_, pipeline_->options_.min_parallel_bytes);
     pipeline_->metrics_->RecordKernel(op_index_, absl::ToDoubleSeconds(kernel_start - queued_at_),
@@ -281,24 +259,24 @@ void Call::Finish(const absl::Status& status, int64_t bytes_in, int64_t bytes_ou
   if (finished_) return;
   finished_ = true;
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start_);
-  const grpc::Status rpc_status = ToGrpcStatus(status);
-  pipeline_->metrics_->RecordCall(method_, op_index_, rpc_status.error_code(), seconds, bytes_in,
+  const absl::Status rpc_status = CanonicalStatus(status);
+  pipeline_->metrics_->RecordCall(method_, op_index_, rpc_status.code(), seconds, bytes_in,
                                   bytes_out);
   if (!status.ok()) {
-    LogRequestError(rpc_status.error_code(), op_text_, rpc_status.error_message());
+    LogRequestError(rpc_status.code(), op_text_, std::string(rpc_status.message()));
   }
   if (pipeline_->options_.access_log) {
     const ByteFieldNames fields = AccessLogFields(method_);
-    Log(LogLevel::kInfo, absl::StrCat("access method=", CallMethodName(method_), " op=", op_text_,
-                                      " code=", StatusCodeName(rpc_status.error_code()), " ",
-                                      fields.in, "=", bytes_in, " ", fields.out, "=", bytes_out,
-                                      " us=", static_cast<int64_t>(seconds * 1e6)));
+    Log(LogLevel::kInfo,
+        absl::StrCat("access method=", CallMethodName(method_), " op=", op_text_,
+                     " code=", StatusCodeName(rpc_status.code()), " ", fields.in, "=", bytes_in,
+                     " ", fields.out, "=", bytes_out, " us=", static_cast<int64_t>(seconds * 1e6)));
   }
   // The admission ticket is not given back here but when the Call is
-  // destroyed (the reactor's OnDone): until gRPC has handed the reply to the
+  // destroyed (when gRPC is done with the RPC): until gRPC has handed the reply to the
   // transport it still holds its bytes, and the drain's "nothing in flight"
   // means every admitted reply has left.
-  // Last: once the RPC is finished gRPC may run OnDone and delete this Call.
+  // Last: once the RPC is finished gRPC may be done with it and delete this Call.
   FinishRpc finish_rpc = std::move(finish_rpc_);
   finish_rpc(rpc_status);
 }

@@ -17,8 +17,10 @@
 //                 kernel, timing queue and kernel;
 //   Finish()      exactly once: request metrics, the error log, the access
 //                 log, then the RPC's own finish;
-//   ~Call()       from the reactor's OnDone: the ticket goes back once gRPC
-//                 has handed the reply to the transport (the drain waits for it).
+//   ~Call()       once the door is done with the RPC (gRPC: a unary call's
+//                 message holder is released, server/grpc/unary_call.h; a
+//                 stream reactor's OnDone): the ticket goes back once the
+//                 reply has been handed to the transport (the drain waits).
 //
 // CallPipeline is the state every call shares (registry, pool, admission,
 // metrics, options, drain flags); one per service.
@@ -27,8 +29,9 @@
 // writes none of these steps: it hands RunUnary a `prepare` function that
 // decodes and validates its request into a PreparedCall (output bytes, run
 // into the reply), and RunUnary runs Open -> prepare -> Admit -> Run -> Finish:
-//   Call call(pipeline, CallMethod::kExecute, ctx,
-//             [reactor](const grpc::Status& s) { reactor->Finish(s); });
+//   GrpcCallContext call_context(ctx);  // server/grpc/grpc_call_context.h
+//   Call call(pipeline, CallMethod::kExecute, &call_context,
+//             [reactor](const absl::Status& s) { reactor->Finish(ToGrpcStatus(s)); });
 //   call.RunUnary(request.op(), request.ByteSizeLong(),
 //                 [&]() -> absl::StatusOr<std::unique_ptr<PreparedCall>> {
 //                   ASSIGN_OR_RETURN(auto exec, PreparedExecution::Make(...));
@@ -38,15 +41,16 @@
 // A streamed call (ExecuteStream) uses the steps one by one: it admits with
 // Queue::kLater, enters the queue when its upload completes, and sends after Run.
 //
+// The core speaks no RPC framework: a door hands each Call its CallContext
+// (call_context.h) and maps the absl::Status it finishes with to its own
+// wire status.
+//
 // Thread-safety: CallPipeline is safe from any thread. A Call belongs to one
 // RPC whose steps run one after another (gRPC serialises a reactor's
 // callbacks; Run hands the call to one pool task), so its methods are never
 // called concurrently and it takes no lock.
 #ifndef TENSOROPS_SERVER_CORE_CALL_H_
 #define TENSOROPS_SERVER_CORE_CALL_H_
-
-#include <grpcpp/server_context.h>
-#include <grpcpp/support/status.h>
 
 #include <atomic>
 #include <cstdint>
@@ -65,6 +69,7 @@
 #include "kernels/op_registry.h"
 #include "kernels/thread_pool.h"
 #include "server/core/admission.h"
+#include "server/core/call_context.h"
 #include "server/core/metrics.h"
 #include "wire/limits.h"
 
@@ -107,12 +112,10 @@ class CallPipeline {
   const RequestLimits& limits() const { return options_.limits; }
   Metrics* metrics() const { return metrics_; }
 
-  // The bearer token (UNAUTHENTICATED), then the drain gate (UNAVAILABLE).
-  // For calls outside the Call lifecycle (ListOps) as for those inside it.
-  absl::Status Gate(const grpc::CallbackServerContext& ctx);
-  // The same gate for a door without gRPC metadata (HTTP): `authorization`
-  // is the caller's Authorization value, or null when it sent none.
-  absl::Status Gate(const absl::string_view* authorization);
+  // The bearer token (UNAUTHENTICATED), then the drain gate (UNAVAILABLE);
+  // counts a retried call (CallContext::retried). For calls outside the
+  // Call lifecycle (ListOps) as for those inside it.
+  absl::Status Gate(const CallContext& ctx);
 
   // Request bytes a door holds before its call is prepared (an HTTP body as
   // it arrives), counted against --max_inflight_bytes before they are
@@ -196,8 +199,10 @@ std::unique_ptr<PreparedCall> IntoReply(std::unique_ptr<Prepared> prepared, Repl
 // One RPC of a front door, from arrival to finish. See the file comment.
 class Call {
  public:
-  // Finishes the RPC itself (reactor->Finish); called once, from Finish.
-  using FinishRpc = absl::AnyInvocable<void(const grpc::Status&)>;
+  // Finishes the RPC itself (reactor->Finish), mapping the status to the
+  // door's wire status; called once, from Finish. The status's code is one
+  // of the canonical 0..16 (any other became UNKNOWN).
+  using FinishRpc = absl::AnyInvocable<void(const absl::Status&)>;
   // The kernel: runs the prepared op (splitting it across `pool` from
   // `min_parallel_bytes` of output) and encodes or stores its result.
   using KernelFn = absl::AnyInvocable<absl::Status(ThreadPool* pool, int64_t min_parallel_bytes)>;
@@ -209,16 +214,12 @@ class Call {
   // The size of the reply once it is written (bytes_out of a successful call).
   using ReplyBytesFn = absl::AnyInvocable<int64_t() const>;
 
-  // Stamps the arrival time. `pipeline` and `ctx` must outlive the call.
-  // Owned by the front door's reactor and destroyed in its OnDone.
-  Call(CallPipeline* pipeline, CallMethod method, grpc::CallbackServerContext* ctx,
-       FinishRpc finish_rpc);
-  // A call of a door without a gRPC context (HTTP): `authorization` is the
-  // caller's Authorization value (empty optional: none sent), `deadline`
-  // when a queued call is dropped (absl::InfiniteFuture(): never). Such a
-  // call is never cancelled; context() is null.
-  Call(CallPipeline* pipeline, CallMethod method, std::optional<std::string> authorization,
-       absl::Time deadline, FinishRpc finish_rpc);
+  // Stamps the arrival time. `pipeline` and `ctx` (the door's view of the
+  // RPC: credentials, deadline, cancellation) must outlive the call.
+  // Owned by the front door (a unary RPC's message holder, a stream's
+  // reactor, an HTTP request's InferCall) and destroyed when the door is
+  // done with the RPC.
+  Call(CallPipeline* pipeline, CallMethod method, const CallContext* ctx, FinishRpc finish_rpc);
   Call(const Call&) = delete;
   Call& operator=(const Call&) = delete;
 
@@ -259,15 +260,13 @@ class Call {
   // metrics (bytes_in/bytes_out as CallMethod says: message sizes or
   // tensor bytes), logs a failure (rate-limited) and the access line, then
   // finishes the RPC. The admission ticket stays held until the Call is
-  // destroyed, which the owning reactor does in OnDone.
+  // destroyed, which its owner does when gRPC is done with the RPC.
   void Finish(const absl::Status& status, int64_t bytes_in, int64_t bytes_out);
 
   // A chain's kernel ran: counts its steps' ops (tensorops_chain_steps_total).
   void RecordChainSteps(absl::Span<const OpDef* const> steps) {
     pipeline_->metrics_->RecordChainSteps(steps);
   }
-
-  grpc::CallbackServerContext* context() const { return ctx_; }
 
   // The admission ticket, after Finish, for a door whose reply outlives the
   // Call (HTTP: the connection writes the answer after the call is gone),
@@ -278,17 +277,14 @@ class Call {
  private:
   // The run-or-drop step proper, on the thread that runs the call.
   void RunNow();
-  // Why a queued call must not run (counted as dropped), or OK.
-  absl::Status CheckDrop();
+  // Why a queued call must not run at `now` (counted as dropped), or OK.
+  absl::Status CheckDrop(absl::Time now);
   // RunUnary's end: drops the prepared call, then Finish.
   void EndUnary(const absl::Status& status);
 
   CallPipeline* const pipeline_;
   const CallMethod method_;
-  grpc::CallbackServerContext* const ctx_;
-  // Without ctx_: the caller's Authorization value and deadline.
-  const std::optional<std::string> authorization_;
-  const absl::Time deadline_ = absl::InfiniteFuture();
+  const CallContext* const ctx_;
   // The prepared call's timeout() (RunUnary): a queued call is dropped past
   // start_ + timeout_ too.
   absl::Duration timeout_ = absl::InfiniteDuration();

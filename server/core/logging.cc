@@ -39,7 +39,7 @@ void Log(LogLevel level, absl::string_view message) {
   (void)ignored;
 }
 
-const char* StatusCodeName(grpc::StatusCode code) {
+const char* StatusCodeName(absl::StatusCode code) {
   static const char* const kNames[] = {"OK",
                                        "CANCELLED",
                                        "UNKNOWN",
@@ -61,7 +61,7 @@ const char* StatusCodeName(grpc::StatusCode code) {
   return c >= 0 && c <= 16 ? kNames[c] : "UNKNOWN";
 }
 
-void LogRequestError(grpc::StatusCode code, const std::string& op, const std::string& message) {
+void LogRequestError(absl::StatusCode code, const std::string& op, const std::string& message) {
   static std::atomic<int64_t> last_logged_ns[17];
   static std::atomic<int64_t> suppressed[17];
   const int c = static_cast<int>(code);

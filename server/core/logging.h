@@ -7,9 +7,9 @@
 
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "grpcpp/support/status.h"
 
 namespace tensorops {
 
@@ -21,12 +21,13 @@ void SetLogLevel(LogLevel level);
 bool LogEnabled(LogLevel level);
 void Log(LogLevel level, absl::string_view message);
 
-// "OK", "INVALID_ARGUMENT", ... ("UNKNOWN" for values outside gRPC's codes).
-const char* StatusCodeName(grpc::StatusCode code);
+// "OK", "INVALID_ARGUMENT", ... as gRPC names the code ("UNKNOWN" for values
+// outside the canonical 0..16).
+const char* StatusCodeName(absl::StatusCode code);
 // A failed RPC, rate-limited per status code: the first failure with each
 // code is logged, then at most one line per code every 10 s, with the number
 // of failures since.
-void LogRequestError(grpc::StatusCode code, const std::string& op, const std::string& message);
+void LogRequestError(absl::StatusCode code, const std::string& op, const std::string& message);
 
 }  // namespace tensorops
 

@@ -17,8 +17,9 @@
 namespace tensorops {
 namespace {
 
-// grpc::StatusCode runs 0..16 without gaps; the label is the code's name as
-// Prometheus users know it from gRPC (upper snake case).
+// absl::StatusCode's canonical codes (gRPC's numbering) run 0..16 without
+// gaps; the label is the code's name as Prometheus users know it from gRPC
+// (upper snake case).
 constexpr int kNumCodes = 17;
 constexpr std::array<const char*, kNumCodes> kCodeNames = {
     "OK",                   // 0
@@ -40,23 +41,23 @@ constexpr std::array<const char*, kNumCodes> kCodeNames = {
     "UNAUTHENTICATED",      // 16
 };
 // The table above is indexed by the enum value: let the compiler check it.
-static_assert(grpc::StatusCode::OK == 0);
-static_assert(grpc::StatusCode::CANCELLED == 1);
-static_assert(grpc::StatusCode::UNKNOWN == 2);
-static_assert(grpc::StatusCode::INVALID_ARGUMENT == 3);
-static_assert(grpc::StatusCode::DEADLINE_EXCEEDED == 4);
-static_assert(grpc::StatusCode::NOT_FOUND == 5);
-static_assert(grpc::StatusCode::ALREADY_EXISTS == 6);
-static_assert(grpc::StatusCode::PERMISSION_DENIED == 7);
-static_assert(grpc::StatusCode::RESOURCE_EXHAUSTED == 8);
-static_assert(grpc::StatusCode::FAILED_PRECONDITION == 9);
-static_assert(grpc::StatusCode::ABORTED == 10);
-static_assert(grpc::StatusCode::OUT_OF_RANGE == 11);
-static_assert(grpc::StatusCode::UNIMPLEMENTED == 12);
-static_assert(grpc::StatusCode::INTERNAL == 13);
-static_assert(grpc::StatusCode::UNAVAILABLE == 14);
-static_assert(grpc::StatusCode::DATA_LOSS == 15);
-static_assert(grpc::StatusCode::UNAUTHENTICATED == 16);
+static_assert(static_cast<int>(absl::StatusCode::kOk) == 0);
+static_assert(static_cast<int>(absl::StatusCode::kCancelled) == 1);
+static_assert(static_cast<int>(absl::StatusCode::kUnknown) == 2);
+static_assert(static_cast<int>(absl::StatusCode::kInvalidArgument) == 3);
+static_assert(static_cast<int>(absl::StatusCode::kDeadlineExceeded) == 4);
+static_assert(static_cast<int>(absl::StatusCode::kNotFound) == 5);
+static_assert(static_cast<int>(absl::StatusCode::kAlreadyExists) == 6);
+static_assert(static_cast<int>(absl::StatusCode::kPermissionDenied) == 7);
+static_assert(static_cast<int>(absl::StatusCode::kResourceExhausted) == 8);
+static_assert(static_cast<int>(absl::StatusCode::kFailedPrecondition) == 9);
+static_assert(static_cast<int>(absl::StatusCode::kAborted) == 10);
+static_assert(static_cast<int>(absl::StatusCode::kOutOfRange) == 11);
+static_assert(static_cast<int>(absl::StatusCode::kUnimplemented) == 12);
+static_assert(static_cast<int>(absl::StatusCode::kInternal) == 13);
+static_assert(static_cast<int>(absl::StatusCode::kUnavailable) == 14);
+static_assert(static_cast<int>(absl::StatusCode::kDataLoss) == 15);
+static_assert(static_cast<int>(absl::StatusCode::kUnauthenticated) == 16);
 
 constexpr int kNumDropReasons = 3;
 constexpr std::array<const char*, kNumDropReasons> kDropReasonNames = {"deadline", "cancelled",
@@ -69,6 +70,22 @@ constexpr int kNumLimits = 2;
 constexpr std::array<const char*, kNumLimits> kLimitNames = {"queue", "inflight_bytes"};
 static_assert(static_cast<int>(Metrics::Limit::kQueue) == 0);
 static_assert(static_cast<int>(Metrics::Limit::kInflightBytes) == 1);
+
+constexpr int kNumConnectionRefusals = 2;
+constexpr std::array<const char*, kNumConnectionRefusals> kConnectionRefusalNames = {"cap",
+                                                                                     "emfile"};
+static_assert(static_cast<int>(Metrics::ConnectionRefusal::kCap) == 0);
+static_assert(static_cast<int>(Metrics::ConnectionRefusal::kEmfile) == 1);
+
+constexpr int kNumHttpCloses = 6;
+constexpr std::array<const char*, kNumHttpCloses> kHttpCloseNames = {
+    "cap_idle", "cap_refused", "header_timeout", "idle_timeout", "body_rate", "no_descriptors"};
+static_assert(static_cast<int>(Metrics::HttpClose::kCapIdle) == 0);
+static_assert(static_cast<int>(Metrics::HttpClose::kCapRefused) == 1);
+static_assert(static_cast<int>(Metrics::HttpClose::kHeaderTimeout) == 2);
+static_assert(static_cast<int>(Metrics::HttpClose::kIdleTimeout) == 3);
+static_assert(static_cast<int>(Metrics::HttpClose::kBodyRate) == 4);
+static_assert(static_cast<int>(Metrics::HttpClose::kNoDescriptors) == 5);
 
 constexpr char kUnknownOp[] = "unknown";
 constexpr char kNoOp[] = "none";
@@ -120,11 +137,11 @@ prometheus::Histogram::BucketBoundaries SizeBuckets() {
   return buckets;
 }
 
-int CodeIndex(grpc::StatusCode code) {
+int CodeIndex(absl::StatusCode code) {
   const int i = static_cast<int>(code);
-  // Codes outside the enum cannot come from gRPC; count them as UNKNOWN
-  // rather than index out of bounds.
-  return (i >= 0 && i < kNumCodes) ? i : static_cast<int>(grpc::StatusCode::UNKNOWN);
+  // Codes outside the canonical ones (absl allows any int) count as
+  // UNKNOWN rather than index out of bounds.
+  return (i >= 0 && i < kNumCodes) ? i : static_cast<int>(absl::StatusCode::kUnknown);
 }
 
 }  // namespace
@@ -158,6 +175,10 @@ struct Metrics::Impl {
   prometheus::Gauge* queue_depth = nullptr;
   prometheus::Gauge* pool_threads = nullptr;
   prometheus::Gauge* shm_regions = nullptr;
+  prometheus::Gauge* grpc_connections = nullptr;
+  std::array<prometheus::Counter*, kNumConnectionRefusals> grpc_connections_refused{};
+  prometheus::Gauge* http_connections = nullptr;
+  std::array<prometheus::Counter*, kNumHttpCloses> http_closed{};
   // [op_index], known ops + unknown: [0] success, [1] fail.
   std::vector<std::array<prometheus::Counter*, 2>> call_seconds;
   std::vector<prometheus::Gauge*> last_call;
@@ -336,6 +357,43 @@ Metrics::Metrics(const std::vector<std::string>& ops)
                            "Inference Protocol (--shared_memory=system).")
                        .Register(*registry_)
                        .Add({});
+  m.http_connections = &prometheus::BuildGauge()
+                            .Name("tensorops_http_connections")
+                            .Help(
+                                "Connections open on the HTTP/REST port (capped by "
+                                "--http_max_connections).")
+                            .Register(*registry_)
+                            .Add({});
+  auto& http_closed = prometheus::BuildCounter()
+                          .Name("tensorops_http_connections_closed_total")
+                          .Help(
+                              "HTTP/REST connections the server closed itself, by reason: "
+                              "cap_idle (idle, to make room at --http_max_connections), "
+                              "cap_refused (new, at the cap with none idle), header_timeout "
+                              "(--http_header_timeout), idle_timeout (--http_idle_timeout), "
+                              "body_rate (--http_min_body_rate), no_descriptors (accepted and "
+                              "closed while the process was out of file descriptors).")
+                          .Register(*registry_);
+  for (int r = 0; r < kNumHttpCloses; ++r) {
+    m.http_closed[r] = &http_closed.Add({{"reason", kHttpCloseNames[r]}});
+  }
+  m.grpc_connections = &prometheus::BuildGauge()
+                            .Name("tensorops_grpc_connections")
+                            .Help(
+                                "Open connections of the gRPC door's plaintext listeners "
+                                "(--port, --listen), counted against --grpc_max_connections.")
+                            .Register(*registry_)
+                            .Add({});
+  auto& refused = prometheus::BuildCounter()
+                      .Name("tensorops_grpc_connections_refused_total")
+                      .Help(
+                          "gRPC connections closed as soon as they were accepted, by reason: "
+                          "cap (--grpc_max_connections reached), emfile (the process was out "
+                          "of file descriptors).")
+                      .Register(*registry_);
+  for (int r = 0; r < kNumConnectionRefusals; ++r) {
+    m.grpc_connections_refused[r] = &refused.Add({{"reason", kConnectionRefusalNames[r]}});
+  }
   auto& call_seconds = prometheus::BuildCounter()
                            .Name("tensorops_call_seconds_total")
                            .Help(
@@ -391,13 +449,13 @@ int Metrics::unknown_op_index() const { return impl_->unknown_index; }
 
 const char* CallMethodName(CallMethod method) { return kMethods[MethodIndex(method)].name; }
 
-void Metrics::RecordCall(CallMethod method, int op_index, grpc::StatusCode code, double seconds,
+void Metrics::RecordCall(CallMethod method, int op_index, absl::StatusCode code, double seconds,
                          int64_t bytes_in, int64_t bytes_out) {
   const int m = MethodIndex(method);
   const int op = impl_->AnyOp(op_index);
   impl_->requests[m][op][CodeIndex(code)]->Increment();
   impl_->duration[m][op]->Observe(seconds);
-  impl_->call_seconds[op][code == grpc::StatusCode::OK ? 0 : 1]->Increment(seconds);
+  impl_->call_seconds[op][code == absl::StatusCode::kOk ? 0 : 1]->Increment(seconds);
   impl_->last_call[op]->SetToCurrentTime();
   switch (kMethods[m].bytes) {
     case BytesKind::kMessageSizes:
@@ -411,7 +469,7 @@ void Metrics::RecordCall(CallMethod method, int op_index, grpc::StatusCode code,
   }
 }
 
-void Metrics::RecordListOps(grpc::StatusCode code, double seconds) {
+void Metrics::RecordListOps(absl::StatusCode code, double seconds) {
   impl_->list_ops_requests[CodeIndex(code)]->Increment();
   impl_->list_ops_duration->Observe(seconds);
 }
@@ -458,6 +516,26 @@ void Metrics::SetPoolThreads(int64_t threads) {
 
 void Metrics::SetSharedMemoryRegions(int64_t regions) {
   impl_->shm_regions->Set(static_cast<double>(regions));
+}
+
+void Metrics::SetHttpConnections(int64_t open) {
+  impl_->http_connections->Set(static_cast<double>(open));
+}
+
+void Metrics::RecordHttpClosed(HttpClose reason) {
+  const int r = static_cast<int>(reason);
+  if (r < 0 || r >= kNumHttpCloses) return;
+  impl_->http_closed[r]->Increment();
+}
+
+void Metrics::SetGrpcConnections(int64_t connections) {
+  impl_->grpc_connections->Set(static_cast<double>(connections));
+}
+
+void Metrics::RecordGrpcConnectionRefused(ConnectionRefusal reason) {
+  const int r = static_cast<int>(reason);
+  if (r < 0 || r >= kNumConnectionRefusals) return;
+  impl_->grpc_connections_refused[r]->Increment();
 }
 
 Metrics::OpTotals Metrics::ReadOpTotals(int op_index) const {

@@ -6,13 +6,12 @@
 #ifndef TENSOROPS_SERVER_CORE_METRICS_H_
 #define TENSOROPS_SERVER_CORE_METRICS_H_
 
-#include <grpcpp/support/status_code_enum.h>
-
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -66,10 +65,10 @@ class Metrics {
   // mean what the method's row in metrics.cc says: for Execute the request and
   // response message sizes (histograms), for ExecuteStream the tensor bytes
   // received and sent (counters).
-  void RecordCall(CallMethod method, int op_index, grpc::StatusCode code, double seconds,
+  void RecordCall(CallMethod method, int op_index, absl::StatusCode code, double seconds,
                   int64_t bytes_in, int64_t bytes_out);
   // One finished ListOps.
-  void RecordListOps(grpc::StatusCode code, double seconds);
+  void RecordListOps(absl::StatusCode code, double seconds);
   // A call that reached its kernel: the time it held a queue slot (from
   // entering the queue until a thread took it), then the kernel's time.
   void RecordKernel(int op_index, double queue_seconds, double kernel_seconds);
@@ -91,6 +90,25 @@ class Metrics {
   void SetPoolThreads(int64_t threads);
   // Registered system shared-memory regions (Open Inference Protocol).
   void SetSharedMemoryRegions(int64_t regions);
+  // The gRPC door's plaintext connections (server/grpc/grpc_listener.h):
+  // open now, and closed at accept, over --grpc_max_connections (kCap) or
+  // for want of file descriptors (kEmfile: EMFILE/ENFILE).
+  void SetGrpcConnections(int64_t connections);
+  enum class ConnectionRefusal { kCap, kEmfile };
+  void RecordGrpcConnectionRefused(ConnectionRefusal reason);
+
+  // The HTTP/REST door's connections (server/http/): how many are open, and
+  // those the door closed itself, by why (tensorops_http_connections_closed_total).
+  enum class HttpClose {
+    kCapIdle,        // idle, closed to make room for a new one at --http_max_connections
+    kCapRefused,     // new, refused (503 or closed at once): at the cap, none idle
+    kHeaderTimeout,  // no whole request header within --http_header_timeout
+    kIdleTimeout,    // keep-alive, no next request within --http_idle_timeout
+    kBodyRate,       // body slower than --http_min_body_rate
+    kNoDescriptors,  // accepted and closed at once while the process was out of fds
+  };
+  void SetHttpConnections(int64_t open);
+  void RecordHttpClosed(HttpClose reason);
 
   // One op's numbers as /metrics shows them, summed over every front door
   // (for the Open Inference Protocol's ModelStatistics).

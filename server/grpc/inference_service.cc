@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -10,12 +12,9 @@
 #include "absl/time/clock.h"
 #include "kernels/status_macros.h"
 #include "server/core/logging.h"
+#include "server/grpc/grpc_call_context.h"
 #include "server/grpc/oip_binding.h"
 #include "wire/status.h"
-
-#ifndef TENSOROPS_VERSION
-#error "TENSOROPS_VERSION must be defined by the build (server/CMakeLists.txt)"
-#endif
 
 namespace tensorops {
 namespace {
@@ -28,36 +27,29 @@ using inference::ModelStreamInferResponse;
 template <typename Fn>
 grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* ctx, CallPipeline* pipeline, Fn fn) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  absl::Status status = pipeline->Gate(*ctx);
+  absl::Status status = pipeline->Gate(GrpcCallContext(ctx));
   if (status.ok()) status = fn();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }
 
-// ModelInfer: decoded and validated on the gRPC thread, run on the pool.
-class ModelInferReactor final : public grpc::ServerUnaryReactor {
- public:
-  ModelInferReactor(CallPipeline* pipeline, const ShmRegistry* shm, const std::string& owner,
-                    grpc::CallbackServerContext* ctx, const ModelInferRequest* request,
-                    ModelInferResponse* response)
-      : call_(pipeline, CallMethod::kModelInfer, ctx,
-              [this](const grpc::Status& status) { Finish(status); }) {
-    call_.RunUnary(
-        request->model_name(), static_cast<int64_t>(request->ByteSizeLong()),
-        [&]() -> absl::StatusOr<std::unique_ptr<PreparedCall>> {
-          ASSIGN_OR_RETURN(
-              std::unique_ptr<PreparedInfer> exec,
-              PrepareModelInfer(pipeline->registry(), *request, pipeline->limits(), shm, owner));
-          return ModelInferCall(std::move(exec), response);
-        },
-        [response] { return static_cast<int64_t>(response->ByteSizeLong()); });
-  }
+// ServerLive and ServerReady: open like grpc.health.v1 (no token, no drain gate).
+grpc::ServerUnaryReactor* Ungated(grpc::CallbackServerContext* ctx) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
 
-  void OnDone() override { delete this; }
+void Describe(const OipTensorMetadata& t, inference::ModelMetadataResponse::TensorMetadata* out) {
+  out->set_name(t.name);
+  out->set_datatype(t.datatype);
+  for (int64_t d : t.shape) out->add_shape(d);
+}
 
- private:
-  Call call_;
-};
+void Describe(const OipDuration& d, inference::StatisticDuration* out) {
+  out->set_count(d.count);
+  out->set_ns(d.ns);
+}
 
 using StreamReactor = grpc::ServerBidiReactor<ModelInferRequest, ModelStreamInferResponse>;
 
@@ -68,7 +60,7 @@ class ModelStreamInferReactor final : public StreamReactor {
  public:
   ModelStreamInferReactor(CallPipeline* pipeline, const ShmRegistry* shm, std::string owner,
                           grpc::CallbackServerContext* ctx)
-      : pipeline_(pipeline), shm_(shm), owner_(std::move(owner)), ctx_(ctx) {
+      : pipeline_(pipeline), shm_(shm), owner_(std::move(owner)), ctx_(ctx), call_context_(ctx) {
     StartRead(&request_);
   }
 
@@ -78,8 +70,8 @@ class ModelStreamInferReactor final : public StreamReactor {
       return;
     }
     response_.Clear();
-    call_ = std::make_unique<Call>(pipeline_, CallMethod::kModelStreamInfer, ctx_,
-                                   [this](const grpc::Status& status) { Respond(status); });
+    call_ = std::make_unique<Call>(pipeline_, CallMethod::kModelStreamInfer, &call_context_,
+                                   [this](const absl::Status& status) { Respond(status); });
     call_->RunUnary(
         request_.model_name(), static_cast<int64_t>(request_.ByteSizeLong()),
         [this]() -> absl::StatusOr<std::unique_ptr<PreparedCall>> {
@@ -106,11 +98,11 @@ class ModelStreamInferReactor final : public StreamReactor {
   // The Call's "finish": answer this request and go on, or end the stream
   // when the failure concerns the stream itself (token, drain, its deadline,
   // cancellation).
-  void Respond(const grpc::Status& status) {
-    switch (status.error_code()) {
-      case grpc::StatusCode::OK:
+  void Respond(const absl::Status& status) {
+    switch (status.code()) {
+      case absl::StatusCode::kOk:
         break;
-      case grpc::StatusCode::DEADLINE_EXCEEDED:
+      case absl::StatusCode::kDeadlineExceeded:
         // The stream's own deadline ends it; a message's `timeout` parameter
         // fails only that message.
         if (ctx_->deadline() > std::chrono::system_clock::now()) {
@@ -118,10 +110,10 @@ class ModelStreamInferReactor final : public StreamReactor {
           break;
         }
         [[fallthrough]];
-      case grpc::StatusCode::UNAUTHENTICATED:
-      case grpc::StatusCode::UNAVAILABLE:
-      case grpc::StatusCode::CANCELLED:
-        StreamReactor::Finish(status);
+      case absl::StatusCode::kUnauthenticated:
+      case absl::StatusCode::kUnavailable:
+      case absl::StatusCode::kCancelled:
+        StreamReactor::Finish(ToGrpcStatus(status));
         return;
       default:
         RespondError(status);
@@ -131,16 +123,17 @@ class ModelStreamInferReactor final : public StreamReactor {
   }
 
   // This message's error, in the stream's response (the stream goes on).
-  void RespondError(const grpc::Status& status) {
+  void RespondError(const absl::Status& status) {
     response_.Clear();
     response_.set_error_message(
-        absl::StrCat(StatusCodeName(status.error_code()), ": ", status.error_message()));
+        absl::StrCat(StatusCodeName(status.code()), ": ", status.message()));
   }
 
   CallPipeline* const pipeline_;
   const ShmRegistry* const shm_;
   const std::string owner_;
   grpc::CallbackServerContext* const ctx_;
+  const GrpcCallContext call_context_;  // every message's Call's
   ModelInferRequest request_;
   ModelStreamInferResponse response_;
   std::unique_ptr<Call> call_;  // this message's
@@ -149,40 +142,33 @@ class ModelStreamInferReactor final : public StreamReactor {
 }  // namespace
 
 std::string InferenceService::ShmOwner(const grpc::CallbackServerContext& ctx) const {
-  if (!tokens_required_) return "";
   const auto& metadata = ctx.client_metadata();
   auto it = metadata.find("authorization");
-  return it == metadata.end() ? "" : std::string(it->second.data(), it->second.size());
+  if (it == metadata.end()) return oip_->ShmOwner(std::nullopt);
+  return oip_->ShmOwner(absl::string_view(it->second.data(), it->second.size()));
 }
 
 grpc::ServerUnaryReactor* InferenceService::ServerLive(grpc::CallbackServerContext* ctx,
                                                        const inference::ServerLiveRequest*,
                                                        inference::ServerLiveResponse* response) {
-  // Open like grpc.health.v1: a process that answers is live.
-  response->set_live(true);
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  response->set_live(oip_->ServerLive());
+  return Ungated(ctx);
 }
 
 grpc::ServerUnaryReactor* InferenceService::ServerReady(grpc::CallbackServerContext* ctx,
                                                         const inference::ServerReadyRequest*,
                                                         inference::ServerReadyResponse* response) {
-  // Open like grpc.health.v1, and false from the moment the drain starts
-  // (health then answers NOT_SERVING; new calls get UNAVAILABLE).
-  response->set_ready(!pipeline_->draining());
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  // False from the moment the drain starts (health then answers
+  // NOT_SERVING; new calls get UNAVAILABLE), but the RPC itself answers OK.
+  response->set_ready(oip_->ServerReady());
+  return Ungated(ctx);
 }
 
 grpc::ServerUnaryReactor* InferenceService::ModelReady(grpc::CallbackServerContext* ctx,
                                                        const inference::ModelReadyRequest* request,
                                                        inference::ModelReadyResponse* response) {
   return Answer(ctx, pipeline_, [&]() -> absl::Status {
-    absl::StatusOr<const OpDef*> def =
-        FindModel(pipeline_->registry(), request->name(), request->version());
-    if (!def.ok()) return def.status();
+    RETURN_IF_ERROR(oip_->Model(request->name(), request->version()).status());
     response->set_ready(true);
     return absl::OkStatus();
   });
@@ -192,11 +178,10 @@ grpc::ServerUnaryReactor* InferenceService::ServerMetadata(
     grpc::CallbackServerContext* ctx, const inference::ServerMetadataRequest*,
     inference::ServerMetadataResponse* response) {
   return Answer(ctx, pipeline_, [&] {
-    response->set_name("tensorops");
-    response->set_version(TENSOROPS_VERSION);
-    // Only what is implemented: ModelStatistics, and shared memory when on.
-    response->add_extensions("statistics");
-    if (shm_->enabled()) response->add_extensions("system_shared_memory");
+    OipServerMetadata m = oip_->ServerMetadata(OipDoor::kGrpc);
+    response->set_name(std::move(m.name));
+    response->set_version(std::move(m.version));
+    for (std::string& e : m.extensions) response->add_extensions(std::move(e));
     return absl::OkStatus();
   });
 }
@@ -205,10 +190,12 @@ grpc::ServerUnaryReactor* InferenceService::ModelMetadata(
     grpc::CallbackServerContext* ctx, const inference::ModelMetadataRequest* request,
     inference::ModelMetadataResponse* response) {
   return Answer(ctx, pipeline_, [&]() -> absl::Status {
-    absl::StatusOr<const OpDef*> def =
-        FindModel(pipeline_->registry(), request->name(), request->version());
-    if (!def.ok()) return def.status();
-    DescribeModel(**def, response);
+    ASSIGN_OR_RETURN(OipModelMetadata m, oip_->ModelMetadata(request->name(), request->version()));
+    response->set_name(std::move(m.name));
+    for (std::string& v : m.versions) response->add_versions(std::move(v));
+    response->set_platform(std::move(m.platform));
+    for (const OipTensorMetadata& t : m.inputs) Describe(t, response->add_inputs());
+    for (const OipTensorMetadata& t : m.outputs) Describe(t, response->add_outputs());
     return absl::OkStatus();
   });
 }
@@ -216,7 +203,19 @@ grpc::ServerUnaryReactor* InferenceService::ModelMetadata(
 grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerContext* ctx,
                                                        const ModelInferRequest* request,
                                                        ModelInferResponse* response) {
-  return new ModelInferReactor(pipeline_, shm_, ShmOwner(*ctx), ctx, request, response);
+  // Decoded and validated on this gRPC thread, then run inline (small
+  // outputs) or on the pool (server/grpc/unary_call.h).
+  const std::string owner = ShmOwner(*ctx);
+  return UnaryCallAllocator<ModelInferRequest, ModelInferResponse>::Start(
+      pipeline_, CallMethod::kModelInfer, ctx, request->model_name(),
+      static_cast<int64_t>(request->ByteSizeLong()),
+      [&]() -> absl::StatusOr<std::unique_ptr<PreparedCall>> {
+        ASSIGN_OR_RETURN(
+            std::unique_ptr<PreparedInfer> exec,
+            PrepareModelInfer(pipeline_->registry(), *request, pipeline_->limits(), shm_, owner));
+        return ModelInferCall(std::move(exec), response);
+      },
+      [response] { return static_cast<int64_t>(response->ByteSizeLong()); });
 }
 
 grpc::ServerBidiReactor<ModelInferRequest, ModelStreamInferResponse>*
@@ -228,50 +227,36 @@ grpc::ServerUnaryReactor* InferenceService::ModelStatistics(
     grpc::CallbackServerContext* ctx, const inference::ModelStatisticsRequest* request,
     inference::ModelStatisticsResponse* response) {
   return Answer(ctx, pipeline_, [&]() -> absl::Status {
-    std::vector<const OpDef*> defs;
-    if (request->name().empty()) {
-      for (const auto& d : pipeline_->registry().ops()) defs.push_back(d.get());
-    } else {
-      absl::StatusOr<const OpDef*> def =
-          FindModel(pipeline_->registry(), request->name(), request->version());
-      if (!def.ok()) return def.status();
-      defs.push_back(*def);
-    }
-    const Metrics& metrics = *pipeline_->metrics();
-    auto ns = [](double seconds) { return static_cast<uint64_t>(seconds * 1e9); };
-    for (const OpDef* def : defs) {
-      const Metrics::OpTotals t = metrics.ReadOpTotals(metrics.OpIndex(def->spec.name));
-      inference::ModelStatistics* s = response->add_model_stats();
-      s->set_name(def->spec.name);
-      s->set_version(kModelVersion);
-      s->set_last_inference(static_cast<uint64_t>(t.last_call_unix_seconds * 1e3));
-      s->set_inference_count(t.success_count);
-      s->set_execution_count(t.kernel_count);
-      auto* stats = s->mutable_inference_stats();
-      stats->mutable_success()->set_count(t.success_count);
-      stats->mutable_success()->set_ns(ns(t.success_seconds));
-      stats->mutable_fail()->set_count(t.fail_count);
-      stats->mutable_fail()->set_ns(ns(t.fail_seconds));
-      stats->mutable_queue()->set_count(t.queue_count);
-      stats->mutable_queue()->set_ns(ns(t.queue_seconds));
-      // Decoding and encoding are not timed apart from the call; the kernel is.
-      stats->mutable_compute_infer()->set_count(t.kernel_count);
-      stats->mutable_compute_infer()->set_ns(ns(t.kernel_seconds));
+    ASSIGN_OR_RETURN(std::vector<OipModelStats> stats,
+                     oip_->ModelStatistics(request->name(), request->version()));
+    for (OipModelStats& s : stats) {
+      inference::ModelStatistics* m = response->add_model_stats();
+      m->set_name(std::move(s.name));
+      m->set_version(std::move(s.version));
+      m->set_last_inference(s.last_inference);
+      m->set_inference_count(s.inference_count);
+      m->set_execution_count(s.execution_count);
+      // compute_input and compute_output stay unset (zero).
+      inference::InferStatistics* i = m->mutable_inference_stats();
+      Describe(s.success, i->mutable_success());
+      Describe(s.fail, i->mutable_fail());
+      Describe(s.queue, i->mutable_queue());
+      Describe(s.compute_infer, i->mutable_compute_infer());
     }
     return absl::OkStatus();
   });
 }
 
 grpc::ServerUnaryReactor* InferenceService::RepositoryIndex(
-    grpc::CallbackServerContext* ctx, const inference::RepositoryIndexRequest*,
+    grpc::CallbackServerContext* ctx, const inference::RepositoryIndexRequest* request,
     inference::RepositoryIndexResponse* response) {
   return Answer(ctx, pipeline_, [&] {
-    // Every op is always loaded, so `ready` filters nothing out.
-    for (const auto& def : pipeline_->registry().ops()) {
-      auto* m = response->add_models();
-      m->set_name(def->spec.name);
-      m->set_version(kModelVersion);
-      m->set_state("READY");
+    for (OipModelIndex& e : oip_->RepositoryIndex(request->ready())) {
+      inference::RepositoryIndexResponse::ModelIndex* m = response->add_models();
+      m->set_name(std::move(e.name));
+      m->set_version(std::move(e.version));
+      m->set_state(std::move(e.state));
+      m->set_reason(std::move(e.reason));
     }
     return absl::OkStatus();
   });
@@ -281,15 +266,14 @@ grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryStatus(
     grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryStatusRequest* request,
     inference::SystemSharedMemoryStatusResponse* response) {
   return Answer(ctx, pipeline_, [&]() -> absl::Status {
-    absl::StatusOr<std::vector<std::shared_ptr<const ShmRegion>>> regions =
-        shm_->List(ShmOwner(*ctx), request->name());
-    if (!regions.ok()) return regions.status();
-    for (const auto& r : *regions) {
-      auto& status = (*response->mutable_regions())[r->name()];
-      status.set_name(r->name());
-      status.set_key(r->key());
-      status.set_offset(r->offset());
-      status.set_byte_size(r->byte_size());
+    ASSIGN_OR_RETURN(std::vector<OipShmRegionStatus> regions,
+                     oip_->SystemSharedMemoryStatus(ShmOwner(*ctx), request->name()));
+    for (OipShmRegionStatus& r : regions) {
+      auto& status = (*response->mutable_regions())[r.name];
+      status.set_name(std::move(r.name));
+      status.set_key(std::move(r.key));
+      status.set_offset(r.offset);
+      status.set_byte_size(r.byte_size);
     }
     return absl::OkStatus();
   });
@@ -299,10 +283,8 @@ grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryRegister(
     grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryRegisterRequest* request,
     inference::SystemSharedMemoryRegisterResponse*) {
   return Answer(ctx, pipeline_, [&] {
-    absl::Status s = shm_->Register(ShmOwner(*ctx), request->name(), request->key(),
-                                    request->offset(), request->byte_size());
-    pipeline_->metrics()->SetSharedMemoryRegions(shm_->size());
-    return s;
+    return oip_->SystemSharedMemoryRegister(ShmOwner(*ctx), request->name(), request->key(),
+                                            request->offset(), request->byte_size());
   });
 }
 
@@ -310,9 +292,7 @@ grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryUnregister(
     grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryUnregisterRequest* request,
     inference::SystemSharedMemoryUnregisterResponse*) {
   return Answer(ctx, pipeline_, [&] {
-    absl::Status s = shm_->Unregister(ShmOwner(*ctx), request->name());
-    pipeline_->metrics()->SetSharedMemoryRegions(shm_->size());
-    return s;
+    return oip_->SystemSharedMemoryUnregister(ShmOwner(*ctx), request->name());
   });
 }
 

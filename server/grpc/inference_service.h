@@ -26,18 +26,18 @@
 
 #include "inference/grpc_service.grpc.pb.h"
 #include "server/core/call.h"
-#include "server/grpc/arena_allocator.h"
+#include "server/grpc/unary_call.h"
+#include "server/oip/oip_service.h"
 #include "server/oip/shm_registry.h"
 
 namespace tensorops {
 
 class InferenceService final : public inference::GRPCInferenceService::CallbackService {
  public:
-  // Neither pointer is owned; both must outlive the service. With
-  // `tokens_required` (--auth_token_file), a shared-memory region belongs to
-  // the bearer token that registered it.
-  InferenceService(CallPipeline* pipeline, ShmRegistry* shm, bool tokens_required)
-      : pipeline_(pipeline), shm_(shm), tokens_required_(tokens_required) {
+  // Neither pointer is owned; both must outlive the service. The control
+  // RPCs are renderings of `oip`'s values; infer reads its shared memory.
+  InferenceService(CallPipeline* pipeline, OipService* oip)
+      : pipeline_(pipeline), oip_(oip), shm_(oip->shm()) {
     SetMessageAllocatorFor_ModelInfer(&infer_allocator_);
   }
 
@@ -79,15 +79,14 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
       inference::SystemSharedMemoryUnregisterResponse* response) override;
 
  private:
-  // The caller's identity for shared-memory regions: the bearer token it
-  // sent (already checked by the gate), or "" when the server needs none.
+  // The caller's identity for shared-memory regions (OipService::ShmOwner
+  // of its authorization metadata, already checked by the gate).
   std::string ShmOwner(const grpc::CallbackServerContext& ctx) const;
 
   CallPipeline* const pipeline_;
-  ShmRegistry* const shm_;
-  const bool tokens_required_;
-  ArenaMessageAllocator<inference::ModelInferRequest, inference::ModelInferResponse>
-      infer_allocator_;
+  OipService* const oip_;
+  const ShmRegistry* const shm_;
+  UnaryCallAllocator<inference::ModelInferRequest, inference::ModelInferResponse> infer_allocator_;
 };
 
 }  // namespace tensorops

@@ -16,7 +16,7 @@
 #define TENSOROPS_SERVER_GRPC_SERVICE_H_
 
 #include "server/core/call.h"
-#include "server/grpc/arena_allocator.h"
+#include "server/grpc/unary_call.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
 
 namespace tensorops {
@@ -46,7 +46,7 @@ class TensorOpsService final : public TensorOpsServiceBase {
 
  private:
   CallPipeline* const pipeline_;
-  ArenaMessageAllocator<v1::ExecuteRequest, v1::ExecuteResponse> execute_allocator_;
+  UnaryCallAllocator<v1::ExecuteRequest, v1::ExecuteResponse> execute_allocator_;
 };
 
 }  // namespace tensorops

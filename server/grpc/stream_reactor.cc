@@ -27,7 +27,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "server/core/stream_execution.h"
+#include "server/grpc/grpc_call_context.h"
+#include "server/v1/stream_execution.h"
+#include "wire/status.h"
 #include "wire/stream_chunk.h"
 
 namespace tensorops {
@@ -39,8 +41,10 @@ class ExecuteStreamReactor final : public StreamReactor {
  public:
   ExecuteStreamReactor(CallPipeline* pipeline, grpc::CallbackServerContext* ctx)
       : pipeline_(pipeline),
-        call_(pipeline, CallMethod::kExecuteStream, ctx,
-              [this](const grpc::Status& status) { StreamReactor::Finish(status); }) {
+        ctx_(ctx),
+        call_context_(ctx),
+        call_(pipeline, CallMethod::kExecuteStream, &call_context_,
+              [this](const absl::Status& status) { StreamReactor::Finish(ToGrpcStatus(status)); }) {
     if (absl::Status s = call_.Open(); !s.ok()) {
       End(s);
       return;
@@ -135,7 +139,7 @@ class ExecuteStreamReactor final : public StreamReactor {
   void EndOfUpload() {
     slices_.clear();  // the last chunk's receive buffers: not needed any more
     chunk_.pieces.clear();
-    if (call_.context()->IsCancelled()) {
+    if (ctx_->IsCancelled()) {
       End(absl::CancelledError(
           absl::StrCat("the call was cancelled (client cancel, deadline or disconnect) after ",
                        exec_ != nullptr ? exec_->received_bytes() : 0, " input bytes")));
@@ -187,6 +191,8 @@ class ExecuteStreamReactor final : public StreamReactor {
   }
 
   CallPipeline* const pipeline_;
+  grpc::CallbackServerContext* const ctx_;
+  const GrpcCallContext call_context_;  // declared before call_: outlives it
   Call call_;
   grpc::ByteBuffer request_;
   grpc::ByteBuffer response_;

@@ -1,5 +1,5 @@
 // ExecuteStream's front door: the RPC half of a streamed call
-// (server/core/stream_execution.h holds the op call, server/core/call.h the lifecycle).
+// (server/v1/stream_execution.h holds the op call, server/core/call.h the lifecycle).
 //
 // The method is served raw (grpc::ByteBuffer messages; TensorOpsService
 // registers it so): the reactor reads and writes chunks in place.

@@ -1,15 +1,19 @@
 #include "server/http/http_server.h"
 
+#include <fcntl.h>
 #include <openssl/ssl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -21,6 +25,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "boost/asio/dispatch.hpp"
 #include "boost/asio/executor_work_guard.hpp"
 #include "boost/asio/io_context.hpp"
@@ -32,6 +37,7 @@
 #include "boost/beast/core.hpp"
 #include "boost/beast/http.hpp"
 #include "boost/beast/ssl.hpp"
+#include "boost/intrusive/list.hpp"
 #include "kernels/status_macros.h"
 #include "kernels/tensor.h"
 #include "rapidjson/document.h"
@@ -40,11 +46,7 @@
 #include "server/core/logging.h"
 #include "server/http/json_binding.h"
 #include "server/oip/oip_codec.h"
-#include "wire/status.h"
-
-#ifndef TENSOROPS_VERSION
-#error "TENSOROPS_VERSION must be defined by the build (server/http/CMakeLists.txt)"
-#endif
+#include "server/oip/oip_service.h"
 
 namespace tensorops {
 namespace {
@@ -355,6 +357,37 @@ absl::string_view TargetPath(absl::string_view target) {
   return target.substr(0, target.find_first_of("?#"));
 }
 
+// Whether the path's segments are /v2/models/{m}[/versions/{v}]/infer, as
+// Route reads them.
+bool IsInferPath(const std::vector<std::string>& parts) {
+  if (parts.size() < 4 || parts[0] != "v2" || parts[1] != "models") return false;
+  const size_t at = parts.size() >= 5 && parts[3] == "versions" ? 5 : 3;
+  return parts.size() == at + 1 && parts[at] == "infer";
+}
+
+// The HTTP door's CallContext (server/core/call_context.h): the request's
+// Authorization header; no deadline (a queued call is dropped only past the
+// request's `timeout` parameter) and never cancelled.
+class HttpCallContext final : public CallContext {
+ public:
+  explicit HttpCallContext(std::optional<std::string> authorization)
+      : authorization_(std::move(authorization)) {}
+  std::optional<absl::string_view> authorization() const override {
+    if (!authorization_.has_value()) return std::nullopt;
+    return absl::string_view(*authorization_);
+  }
+  absl::Time deadline() const override { return absl::InfiniteFuture(); }
+  bool cancelled() const override { return false; }
+
+ private:
+  const std::optional<std::string> authorization_;
+};
+
+// The bearer token, then the drain gate, for an answer outside a Call.
+absl::Status Gate(CallPipeline& pipeline, const std::optional<std::string>& authorization) {
+  return pipeline.Gate(HttpCallContext(authorization));
+}
+
 std::string Json(absl::FunctionRef<void(JsonOut&)> fill) {
   rapidjson::StringBuffer buffer;
   JsonOut w(buffer);
@@ -364,100 +397,136 @@ std::string Json(absl::FunctionRef<void(JsonOut&)> fill) {
 
 void Str(JsonOut& w, absl::string_view s) { w.String(s.data(), s.size()); }
 
-void DescribeTensor(JsonOut& w, absl::string_view name, absl::string_view datatype,
-                    const std::vector<int64_t>& shape) {
-  w.StartObject();
-  w.Key("name");
-  Str(w, name);
-  w.Key("datatype");
-  Str(w, datatype);
-  w.Key("shape");
+// "key": value, for the renderings below.
+void Field(JsonOut& w, const char* key, absl::string_view value) {
+  w.Key(key);
+  Str(w, value);
+}
+void Field(JsonOut& w, const char* key, uint64_t value) {
+  w.Key(key);
+  w.Uint64(value);
+}
+void Field(JsonOut& w, const char* key, const std::vector<std::string>& values) {
+  w.Key(key);
   w.StartArray();
-  for (int64_t d : shape) w.Int64(d);
+  for (const std::string& s : values) Str(w, s);
   w.EndArray();
-  w.EndObject();
 }
 
-// As the gRPC binding's DescribeModel (server/grpc/oip_binding.h).
-std::string ModelMetadataJson(const OpDef& def) {
+// The JSON renderings of OipService's values (api-rest.md "Endpoints").
+
+std::string ServerMetadataJson(const OipServerMetadata& m) {
   return Json([&](JsonOut& w) {
     w.StartObject();
-    w.Key("name");
-    Str(w, def.spec.name);
-    w.Key("versions");
-    w.StartArray();
-    Str(w, kModelVersion);
-    w.EndArray();
-    w.Key("platform");
-    Str(w, "tensorops");
-    w.Key("inputs");
-    w.StartArray();
-    for (const InputSpec& in : def.spec.inputs) {
-      std::vector<int64_t> shape;
-      if (in.max_rank >= 0 && in.max_rank == in.min_rank) {
-        shape.assign(static_cast<size_t>(in.max_rank), -1);
-      } else {
-        shape = {-1};  // any rank
-      }
-      DescribeTensor(w, in.name, RepresentativeDatatype(in.types), shape);
-    }
-    w.EndArray();
-    w.Key("outputs");
-    w.StartArray();
-    const InputSpec& data = def.spec.inputs.front();
-    for (const OutputSpec& out : def.spec.outputs) {
-      DescribeTensor(w, out.name, RepresentativeDatatype(data.types), {-1});
-    }
-    w.EndArray();
+    Field(w, "name", m.name);
+    Field(w, "version", m.version);
+    Field(w, "extensions", m.extensions);
     w.EndObject();
   });
 }
 
-// {"model_stats": [...]}, as the gRPC ModelStatistics (the same totals).
-std::string StatsJson(const Metrics& metrics, const std::vector<const OpDef*>& defs) {
-  auto ns = [](double seconds) { return static_cast<uint64_t>(seconds * 1e9); };
-  auto duration = [](JsonOut& w, const char* name, uint64_t count, uint64_t nanos) {
-    w.Key(name);
+std::string ModelMetadataJson(const OipModelMetadata& m) {
+  auto tensors = [](JsonOut& w, const char* key, const std::vector<OipTensorMetadata>& ts) {
+    w.Key(key);
+    w.StartArray();
+    for (const OipTensorMetadata& t : ts) {
+      w.StartObject();
+      Field(w, "name", t.name);
+      Field(w, "datatype", t.datatype);
+      w.Key("shape");
+      w.StartArray();
+      for (int64_t d : t.shape) w.Int64(d);
+      w.EndArray();
+      w.EndObject();
+    }
+    w.EndArray();
+  };
+  return Json([&](JsonOut& w) {
     w.StartObject();
-    w.Key("count");
-    w.Uint64(count);
-    w.Key("ns");
-    w.Uint64(nanos);
+    Field(w, "name", m.name);
+    Field(w, "versions", m.versions);
+    Field(w, "platform", m.platform);
+    tensors(w, "inputs", m.inputs);
+    tensors(w, "outputs", m.outputs);
+    w.EndObject();
+  });
+}
+
+std::string ModelReadyJson(const OpDef& def) {
+  return Json([&](JsonOut& w) {
+    w.StartObject();
+    Field(w, "name", def.spec.name);
+    w.Key("ready");
+    w.Bool(true);
+    w.EndObject();
+  });
+}
+
+// {"model_stats": [...]}: every duration of the protocol (compute_input and
+// compute_output zero) and an empty batch_stats.
+std::string StatsJson(const std::vector<OipModelStats>& stats) {
+  auto duration = [](JsonOut& w, const char* key, const OipDuration& d) {
+    w.Key(key);
+    w.StartObject();
+    Field(w, "count", d.count);
+    Field(w, "ns", d.ns);
     w.EndObject();
   };
   return Json([&](JsonOut& w) {
     w.StartObject();
     w.Key("model_stats");
     w.StartArray();
-    for (const OpDef* def : defs) {
-      const Metrics::OpTotals t = metrics.ReadOpTotals(metrics.OpIndex(def->spec.name));
+    for (const OipModelStats& s : stats) {
       w.StartObject();
-      w.Key("name");
-      Str(w, def->spec.name);
-      w.Key("version");
-      Str(w, kModelVersion);
-      w.Key("last_inference");
-      w.Uint64(static_cast<uint64_t>(t.last_call_unix_seconds * 1e3));
-      w.Key("inference_count");
-      w.Uint64(t.success_count);
-      w.Key("execution_count");
-      w.Uint64(t.kernel_count);
+      Field(w, "name", s.name);
+      Field(w, "version", s.version);
+      Field(w, "last_inference", s.last_inference);
+      Field(w, "inference_count", s.inference_count);
+      Field(w, "execution_count", s.execution_count);
       w.Key("inference_stats");
       w.StartObject();
-      duration(w, "success", t.success_count, ns(t.success_seconds));
-      duration(w, "fail", t.fail_count, ns(t.fail_seconds));
-      duration(w, "queue", t.queue_count, ns(t.queue_seconds));
-      duration(w, "compute_input", 0, 0);
-      duration(w, "compute_infer", t.kernel_count, ns(t.kernel_seconds));
-      duration(w, "compute_output", 0, 0);
+      duration(w, "success", s.success);
+      duration(w, "fail", s.fail);
+      duration(w, "queue", s.queue);
+      duration(w, "compute_input", OipDuration{});
+      duration(w, "compute_infer", s.compute_infer);
+      duration(w, "compute_output", OipDuration{});
       w.EndObject();
-      w.Key("batch_stats");
-      w.StartArray();
-      w.EndArray();
+      Field(w, "batch_stats", std::vector<std::string>{});
       w.EndObject();
     }
     w.EndArray();
     w.EndObject();
+  });
+}
+
+std::string RepositoryIndexJson(const std::vector<OipModelIndex>& models) {
+  return Json([&](JsonOut& w) {
+    w.StartArray();
+    for (const OipModelIndex& m : models) {
+      w.StartObject();
+      Field(w, "name", m.name);
+      Field(w, "version", m.version);
+      Field(w, "state", m.state);
+      Field(w, "reason", m.reason);
+      w.EndObject();
+    }
+    w.EndArray();
+  });
+}
+
+std::string ShmStatusJson(const std::vector<OipShmRegionStatus>& regions) {
+  return Json([&](JsonOut& w) {
+    w.StartArray();
+    for (const OipShmRegionStatus& r : regions) {
+      w.StartObject();
+      Field(w, "name", r.name);
+      Field(w, "key", r.key);
+      Field(w, "offset", r.offset);
+      Field(w, "byte_size", r.byte_size);
+      w.EndObject();
+    }
+    w.EndArray();
   });
 }
 
@@ -496,25 +565,71 @@ absl::StatusOr<ShmRegisterBody> ParseRegisterBody(absl::string_view body) {
   return out;
 }
 
+// A connection as the door's connection cap sees it (Connection<Stream> is
+// one): in the door's idle list while it waits for a request with no byte of
+// it read yet, so that a new connection at the cap can close the one idle
+// longest instead of being refused. The hook and `evicted` are guarded by
+// HttpServerImpl::mu; `executor` is set at construction and read anywhere.
+class ConnectionBase : public boost::intrusive::list_base_hook<
+                           boost::intrusive::link_mode<boost::intrusive::safe_link>>,
+                       public std::enable_shared_from_this<ConnectionBase> {
+ public:
+  explicit ConnectionBase(net::any_io_executor executor) : executor(std::move(executor)) {}
+  virtual ~ConnectionBase() = default;
+  // Closes the connection now; on its loop's thread.
+  virtual void Evict() = 0;
+
+  const net::any_io_executor executor;  // its loop
+  bool evicted = false;                 // taken off the idle list to be closed
+};
+using IdleList = boost::intrusive::list<ConnectionBase>;
+
 }  // namespace
 
 // The server proper; HttpServer is its handle. Thread-safety: the members
 // are set before the loops start and read-only after, but for the
-// acceptor's (loop 0's thread only).
+// acceptor's (loop 0's thread only) and the connection table (mu).
 class HttpServerImpl {
  public:
-  HttpServerImpl(CallPipeline* pipeline, ShmRegistry* shm, const HttpServer::Options& options)
-      : pipeline(pipeline), shm(shm), options(options) {}
+  HttpServerImpl(CallPipeline* pipeline, OipService* oip, const HttpServer::Options& options)
+      : pipeline(pipeline), oip(oip), shm(oip->shm()), options(options) {}
+  ~HttpServerImpl() {
+    if (spare_fd >= 0) ::close(spare_fd);
+  }
 
   void Accept();
   void Route(HttpRequest req, net::any_io_executor loop, Reply reply);
   void Infer(HttpRequest req, net::any_io_executor loop, Reply reply, const std::string& model,
              const std::string& version);
 
+  // The connection cap (Options::max_connections), from any loop's thread.
+  // What becomes of a connection just accepted: kOpen, counted (and
+  // `*evict`, when set, is an idle connection to close to make room); kRefuse,
+  // not counted: answer 503 and close; kDrop: close at once.
+  enum class Admission { kOpen, kRefuse, kDrop };
+  Admission Admit(std::shared_ptr<ConnectionBase>* evict);
+  // A connection Admit let in (`counted`: kOpen, else kRefuse) has ended.
+  void Closed(ConnectionBase* c, bool counted);
+  // A counted connection waits for a request with no byte of it read: the
+  // cap may close it to make room. LeaveIdle is false when it already chose
+  // to (the connection then does nothing more: Evict closes it).
+  void EnterIdle(ConnectionBase* c);
+  bool LeaveIdle(ConnectionBase* c);
+  void Record(Metrics::HttpClose reason) { pipeline->metrics()->RecordHttpClosed(reason); }
+
   CallPipeline* const pipeline;
-  ShmRegistry* const shm;
+  OipService* const oip;         // the control endpoints' answers
+  const ShmRegistry* const shm;  // infer's shared memory
   const HttpServer::Options options;
   std::unique_ptr<net::ssl::context> tls;  // HTTPS only when set
+
+  // std::mutex rather than absl::Mutex so ThreadSanitizer sees it (see
+  // kernels/thread_pool.h).
+  std::mutex mu;
+  int64_t open = 0;      // guarded by mu: counted connections
+  int64_t refusing = 0;  // guarded by mu: answering their 503
+  IdleList idle;         // guarded by mu: idle longest first
+
   struct Loop {
     net::io_context io{1};  // one thread runs it
     std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
@@ -524,13 +639,21 @@ class HttpServerImpl {
   std::optional<tcp::acceptor> acceptor;  // on loops[0]
   std::optional<net::steady_timer> accept_backoff;
   size_t next_loop = 0;
+  // Out of descriptors (EMFILE), a connection waiting in the backlog could
+  // be neither accepted nor refused: this one (/dev/null) is given up to
+  // accept and close them (AcceptFailed), then taken again.
+  int spare_fd = -1;
+  std::chrono::steady_clock::time_point last_accept_warning;
+
+ private:
+  void AcceptFailed(const beast::error_code& ec);
 };
 
 namespace {
 
-// A request's header may take this long to arrive once the connection is
-// idle (keep-alive), and each read or write of a body this long; a client
-// that stalls past it loses the connection.
+// A body read (only with --http_min_body_rate=0: else the rate governs), a
+// write of an answer or a TLS shutdown may stall this long before the
+// connection is closed.
 constexpr auto kIoTimeout = std::chrono::seconds(120);
 constexpr uint32_t kMaxHeaderBytes = 64 << 10;
 // After refusing a request whose body it did not read, a connection reads
@@ -538,34 +661,154 @@ constexpr uint32_t kMaxHeaderBytes = 64 << 10;
 // client can finish sending and read the answer (see Connection::Linger).
 constexpr auto kLingerTime = std::chrono::seconds(5);
 constexpr size_t kLingerBufferBytes = 64 << 10;
+// A connection refused at the cap lingers less: the door is full.
+constexpr auto kRefusedLingerTime = std::chrono::seconds(1);
+// Refused connections answering their 503 at once (each holds a descriptor
+// above the cap); past this many a refused connection is closed unanswered.
+constexpr int64_t kMaxRefusing = 32;
+// The first read of an idle connection's next request (the header parser
+// reads on when the header is longer).
+constexpr size_t kFirstReadBytes = 4 << 10;
+// A known-length body is read in reads of up to this (asio's transfer_all).
+constexpr size_t kBodyReadBytes = 64 << 10;
 
 // One connection, HTTP (Stream = beast::tcp_stream) or HTTPS
 // (beast::ssl_stream<beast::tcp_stream>): reads a request, hands it to the
 // router, writes its answer, and reads the next (so pipelined requests are
 // answered in order). Lives as long as an operation or a pending answer
-// holds it; runs only on its loop's thread.
+// holds it (its deadline timer does not); runs only on its loop's thread.
+//
+// Deadlines (timer_, one at a time): a new connection has
+// Options::header_timeout from its accept for its first request's header
+// (TLS handshake included); a keep-alive connection waits
+// Options::idle_timeout for its next request's first byte, then has
+// header_timeout for the rest of its header; a body must keep
+// Options::min_body_rate over each Options::body_rate_window. A header or
+// body too late gets 408; a connection that sent nothing is closed silently.
 template <class Stream>
-class Connection : public std::enable_shared_from_this<Connection<Stream>> {
+class Connection final : public ConnectionBase {
  public:
-  Connection(HttpServerImpl* server, Stream stream) : server_(server), stream_(std::move(stream)) {}
+  // `counted`: admitted under the cap (Start), else refused (StartRefused).
+  Connection(HttpServerImpl* server, Stream stream, bool counted)
+      : ConnectionBase(stream.get_executor()),
+        server_(server),
+        stream_(std::move(stream)),
+        timer_(stream_.get_executor()),
+        counted_(counted) {}
+  ~Connection() override { server_->Closed(this, counted_); }
 
   void Start() {
-    if constexpr (kTls) {
-      Lowest().expires_after(kIoTimeout);
-      stream_.async_handshake(net::ssl::stream_base::server,
-                              [self = this->shared_from_this()](beast::error_code ec) {
-                                if (ec) return;  // not TLS, or refused: close unanswered
-                                self->ReadHeader();
-                              });
-    } else {
-      ReadHeader();
+    Arm(server_->options.header_timeout, Metrics::HttpClose::kHeaderTimeout);
+    WaitForRequest();
+  }
+
+  // Over the cap with none idle: 503 and close (TLS: closed unanswered, an
+  // answer would need a handshake first).
+  void StartRefused() {
+    if constexpr (!kTls) {
+      linger_time_ = kRefusedLingerTime;
+      RefuseWith(503, absl::StrCat("the HTTP/REST port has its ", server_->options.max_connections,
+                                   " connections open and none idle (--http_max_connections); "
+                                   "retry later"));
     }
+  }
+
+  void Evict() override {
+    beast::error_code ignored;
+    Lowest().socket().close(ignored);  // pending operations end: the connection goes
   }
 
  private:
   static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
 
+  std::shared_ptr<Connection> Self() {
+    return std::static_pointer_cast<Connection>(shared_from_this());
+  }
   beast::tcp_stream& Lowest() { return beast::get_lowest_layer(stream_); }
+
+  // Sets the one deadline, replacing the previous one (whose handler, if
+  // already queued, sees a newer generation and does nothing).
+  void Arm(absl::Duration after, Metrics::HttpClose reason) {
+    const uint64_t generation = ++timer_generation_;
+    deadline_ = reason;
+    timer_.expires_after(absl::ToChronoNanoseconds(after));
+    timer_.async_wait([weak = std::weak_ptr<Connection>(Self()), generation](beast::error_code ec) {
+      std::shared_ptr<Connection> self = weak.lock();
+      if (ec || self == nullptr || generation != self->timer_generation_) return;
+      self->OnDeadline();
+    });
+  }
+  void Disarm() {
+    ++timer_generation_;
+    timer_.cancel();
+  }
+
+  void OnDeadline() {
+    if (deadline_ == Metrics::HttpClose::kBodyRate) return CheckBodyRate();
+    TimeOut(deadline_);
+  }
+  // Ends the read in progress (idle wait, handshake, header or body): the
+  // pending operation is cancelled, and any read after it sees the end of
+  // the stream (a composed read whose next step was already queued, when
+  // the deadline came, cannot go on); its handler then answers 408 (writing
+  // still works) or closes.
+  void TimeOut(Metrics::HttpClose reason) {
+    timed_out_ = reason;
+    beast::error_code ignored;
+    Lowest().socket().cancel(ignored);
+    Lowest().socket().shutdown(tcp::socket::shutdown_receive, ignored);
+  }
+
+  // Waits, idle, for a request's first byte: at the cap, a new connection
+  // may close this one meanwhile. A TLS connection waits for its handshake's
+  // first byte, then (handshake done) again for its request's.
+  void WaitForRequest() {
+    Lowest().expires_never();  // timer_ governs reads until the body
+    server_->EnterIdle(this);
+    if constexpr (kTls) {
+      if (!handshaken_) {
+        return Lowest().socket().async_wait(
+            tcp::socket::wait_read,
+            [self = Self()](beast::error_code ec) { self->OnFirstByte(ec, 0); });
+      }
+    }
+    stream_.async_read_some(
+        buffer_.prepare(kFirstReadBytes),
+        [self = Self()](beast::error_code ec, size_t n) { self->OnFirstByte(ec, n); });
+  }
+
+  void OnFirstByte(beast::error_code ec, size_t n) {
+    if (!server_->LeaveIdle(this)) return;  // closed to make room
+    buffer_.commit(n);
+    if (ec) {
+      // Silent until a deadline (the header's for a new connection, the
+      // idle one's for a keep-alive one): closed without an answer.
+      if (timed_out_.has_value()) server_->Record(*timed_out_);
+      return;  // or the client closed, or reset
+    }
+    if (deadline_ == Metrics::HttpClose::kIdleTimeout) {
+      // A keep-alive connection's next request: its header from now.
+      Arm(server_->options.header_timeout, Metrics::HttpClose::kHeaderTimeout);
+    }
+    if constexpr (kTls) {
+      if (!handshaken_) {
+        return stream_.async_handshake(net::ssl::stream_base::server,
+                                       [self = Self()](beast::error_code ec) {
+                                         if (ec) {
+                                           // Not TLS, refused, or too late:
+                                           // closed unanswered.
+                                           if (self->timed_out_.has_value()) {
+                                             self->server_->Record(*self->timed_out_);
+                                           }
+                                           return;
+                                         }
+                                         self->handshaken_ = true;
+                                         self->WaitForRequest();
+                                       });
+      }
+    }
+    ReadHeader();
+  }
 
   void ReadHeader() {
     parser_.emplace();
@@ -573,14 +816,13 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     parser_->body_limit(static_cast<uint64_t>(server_->options.max_body_bytes));
     parser_->get().body().CountAgainst(server_->pipeline,
                                        static_cast<uint64_t>(server_->options.max_body_bytes));
-    Lowest().expires_after(kIoTimeout);
-    http::async_read_header(
-        stream_, buffer_, *parser_,
-        [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = Self()](beast::error_code ec, size_t) { self->OnHeader(ec); });
   }
 
   void OnHeader(beast::error_code ec) {
     if (ec) return Refuse(ec);
+    Disarm();  // the header is in
     const auto& header = parser_->get();
     if (parser_->is_done()) return Dispatch();
     if (!parser_->chunked() && parser_->content_length()) {
@@ -596,20 +838,27 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
       // curl sends this before bodies over 1 MiB and waits for it.
       continue_.emplace(http::status::continue_, header.version());
       Lowest().expires_after(kIoTimeout);
-      return http::async_write(stream_, *continue_,
-                               [self = this->shared_from_this()](beast::error_code ec, size_t) {
-                                 if (ec) return;
-                                 self->ReadBody();
-                               });
+      return http::async_write(stream_, *continue_, [self = Self()](beast::error_code ec, size_t) {
+        if (ec) return;
+        self->ReadBody();
+      });
     }
     ReadBody();
   }
 
   void ReadBody() {
-    Lowest().expires_after(kIoTimeout);
-    auto self = this->shared_from_this();
+    if (server_->options.min_body_rate > 0) {
+      Lowest().expires_never();
+      body_progress_ = 0;
+      window_start_ = 0;
+      Arm(server_->options.body_rate_window, Metrics::HttpClose::kBodyRate);
+    } else {
+      Lowest().expires_after(kIoTimeout);
+    }
+    auto self = Self();
     if (parser_->chunked() || !parser_->content_length()) {
       // Chunked: Beast decodes it into RequestBody.
+      chunked_ = true;
       return http::async_read(stream_, buffer_, *parser_, [self](beast::error_code ec, size_t) {
         if (ec) return self->Refuse(ec);
         self->Dispatch();
@@ -617,7 +866,8 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     }
     // A known length (under the limit: the parser checked it with the
     // header; reserved in OnHeader): what came with the header, then the
-    // rest read straight into the body, each read as large as the socket has.
+    // rest read straight into the body.
+    chunked_ = false;
     const uint64_t length = *parser_->content_length();
     BodyBytes& body = parser_->get().body();
     const size_t have = std::min<uint64_t>(buffer_.size(), length);
@@ -625,14 +875,38 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     body.Append(beast::buffers_prefix(have, buffer_.data())).IgnoreError();
     buffer_.consume(have);
     if (have == length) return Dispatch();
-    net::async_read(stream_, net::buffer(body.end(), length - have),
-                    [self](beast::error_code ec, size_t n) {
-                      // The client went away or stalled: the connection
-                      // ends, and with it the body and its reservation.
-                      if (ec) return;
-                      self->parser_->get().body().Grow(n);
-                      self->Dispatch();
-                    });
+    net::async_read(
+        stream_, net::buffer(body.end(), length - have),
+        [this](const beast::error_code& ec, size_t n) -> size_t {
+          body_progress_ = n;  // for the rate check
+          return ec ? 0 : kBodyReadBytes;
+        },
+        [self](beast::error_code ec, size_t n) {
+          // Too slow: 408; the client went away or stalled: the connection
+          // ends, and with it the body and its reservation.
+          if (ec) return self->timed_out_.has_value() ? self->Refuse(ec) : void();
+          self->parser_->get().body().Grow(n);
+          self->Dispatch();
+        });
+  }
+
+  // Bytes of the body received so far (chunked: its payload).
+  uint64_t BodyProgress() const { return chunked_ ? parser_->get().body().size() : body_progress_; }
+
+  // Every body_rate_window: the window's bytes must reach the rate, unless
+  // bytes wait unread in the socket (then this loop is the one behind, not
+  // the client).
+  void CheckBodyRate() {
+    const HttpServer::Options& o = server_->options;
+    const uint64_t progress = BodyProgress();
+    const auto need = static_cast<uint64_t>(static_cast<double>(o.min_body_rate) *
+                                            absl::ToDoubleSeconds(o.body_rate_window));
+    beast::error_code ec;
+    if (progress - window_start_ < need && Lowest().socket().available(ec) == 0) {
+      return TimeOut(Metrics::HttpClose::kBodyRate);
+    }
+    window_start_ = progress;
+    Arm(o.body_rate_window, Metrics::HttpClose::kBodyRate);
   }
 
   // A request that cannot be read: the JSON error its client expects when
@@ -640,7 +914,18 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
   void Refuse(beast::error_code ec) {
     int status = 400;
     std::string why;
-    if (parser_.has_value() && !parser_->get().body().refusal().ok()) {
+    if (timed_out_.has_value()) {
+      server_->Record(*timed_out_);
+      status = 408;
+      const HttpServer::Options& o = server_->options;
+      if (*timed_out_ == Metrics::HttpClose::kBodyRate) {
+        why = absl::StrCat("the request body came slower than ", o.min_body_rate, " bytes/s over ",
+                           absl::FormatDuration(o.body_rate_window), " (--http_min_body_rate)");
+      } else {
+        why = absl::StrCat("the request header was not complete within ",
+                           absl::FormatDuration(o.header_timeout), " (--http_header_timeout)");
+      }
+    } else if (parser_.has_value() && !parser_->get().body().refusal().ok()) {
       // A chunked body the in-flight budget could not take (503).
       const absl::Status& refusal = parser_->get().body().refusal();
       status = HttpStatusOf(refusal);
@@ -657,7 +942,7 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
                ec != http::error::short_read) {
       why = absl::StrCat("malformed HTTP request: ", ec.message());
     } else {
-      return;  // end of stream, reset, timeout, TLS truncation: close
+      return;  // end of stream, reset, write timeout, TLS truncation: close
     }
     RefuseWith(status, why);
   }
@@ -665,6 +950,7 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
   // Answers `status` with {"error": why} and closes after lingering: the
   // body (if any) is not read, so the client may still be sending it.
   void RefuseWith(int status, const std::string& why) {
+    Disarm();
     // What was read of the body and its reservation go back now, not when
     // the connection ends.
     parser_.reset();
@@ -678,6 +964,7 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
   }
 
   void Dispatch() {
+    Disarm();
     Lowest().expires_never();  // the call's own deadline governs now
     HttpRequest req;
     keep_alive_ = parser_->get().keep_alive();
@@ -686,7 +973,7 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     parser_.reset();
     version_ = req.header.version();
     head_ = req.header.method() == http::verb::head;
-    auto self = this->shared_from_this();
+    auto self = Self();
     server_->Route(std::move(req), stream_.get_executor(),
                    [self](HttpResponse r) { self->Send(std::move(r)); });
   }
@@ -703,9 +990,8 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     res.prepare_payload();
     if (head_) res.body() = {};  // the length of a GET, no body
     Lowest().expires_after(kIoTimeout);
-    http::async_write(
-        stream_, res,
-        [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnWritten(ec); });
+    http::async_write(stream_, res,
+                      [self = Self()](beast::error_code ec, size_t) { self->OnWritten(ec); });
   }
 
   void OnWritten(beast::error_code ec) {
@@ -713,10 +999,20 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     response_.reset();         // gives the outputs' buffers back now, not at the next answer
     answer_ticket_.Release();  // and their bytes of the budget
     if (ec) return;
-    if (keep) return ReadHeader();
+    if (keep) {
+      if (buffer_.size() > 0) {
+        // Pipelined: the next request has begun.
+        Arm(server_->options.header_timeout, Metrics::HttpClose::kHeaderTimeout);
+        return ReadHeader();
+      }
+      Arm(server_->options.idle_timeout, Metrics::HttpClose::kIdleTimeout);
+      return WaitForRequest();
+    }
     if constexpr (kTls) {
+      // Closing: the cap may close it sooner to make room.
+      if (counted_) server_->EnterIdle(this);
       Lowest().expires_after(std::chrono::seconds(5));
-      stream_.async_shutdown([self = this->shared_from_this()](beast::error_code) {});
+      stream_.async_shutdown([self = Self()](beast::error_code) {});
     } else {
       beast::error_code ignored;
       Lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
@@ -724,8 +1020,10 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
         // A refused request's body may still be on its way: closing with
         // unread bytes would send a reset, which can destroy the answer
         // before the client reads it. Read on and drop what comes, until
-        // the client closes or kLingerTime passes (nginx's lingering_close).
-        Lowest().expires_after(kLingerTime);
+        // the client closes or the linger time passes (nginx's
+        // lingering_close); the cap may close it sooner to make room.
+        if (counted_) server_->EnterIdle(this);
+        Lowest().expires_after(linger_time_);
         linger_buffer_ = std::make_unique<char[]>(kLingerBufferBytes);
         Linger();
       }
@@ -734,13 +1032,22 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
 
   void Linger() {
     Lowest().async_read_some(net::buffer(linger_buffer_.get(), kLingerBufferBytes),
-                             [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                             [self = Self()](beast::error_code ec, size_t) {
                                if (!ec) self->Linger();  // EOF, an error or the time limit: close
                              });
   }
 
   HttpServerImpl* const server_;
   Stream stream_;
+  net::steady_timer timer_;
+  const bool counted_;
+  uint64_t timer_generation_ = 0;
+  Metrics::HttpClose deadline_ = Metrics::HttpClose::kHeaderTimeout;  // what timer_ is for
+  std::optional<Metrics::HttpClose> timed_out_;  // the deadline that ended a read
+  bool handshaken_ = false;                      // TLS
+  bool chunked_ = false;                         // the body being read
+  uint64_t body_progress_ = 0;                   // a known length's bytes read after the header's
+  uint64_t window_start_ = 0;                    // BodyProgress() when the rate window began
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<RequestBody>> parser_;
   std::optional<http::response<http::empty_body>> continue_;
@@ -750,38 +1057,123 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
   bool keep_alive_ = true;
   bool head_ = false;
   bool linger_ = false;  // RefuseWith: read on after the answer before closing
+  std::chrono::steady_clock::duration linger_time_ = kLingerTime;
   std::unique_ptr<char[]> linger_buffer_;
 };
 
 }  // namespace
 
+HttpServerImpl::Admission HttpServerImpl::Admit(std::shared_ptr<ConnectionBase>* evict) {
+  std::lock_guard<std::mutex> lock(mu);
+  const int64_t cap = options.max_connections;
+  if (cap > 0 && open >= cap) {
+    if (idle.empty()) {
+      Record(Metrics::HttpClose::kCapRefused);
+      if (refusing >= kMaxRefusing) return Admission::kDrop;
+      ++refusing;
+      return Admission::kRefuse;
+    }
+    ConnectionBase& oldest = idle.front();
+    idle.pop_front();
+    oldest.evicted = true;
+    // Null when it is ending already: its slot is about to be free anyway.
+    *evict = oldest.weak_from_this().lock();
+    Record(Metrics::HttpClose::kCapIdle);
+  }
+  ++open;
+  pipeline->metrics()->SetHttpConnections(open);
+  return Admission::kOpen;
+}
+
+void HttpServerImpl::Closed(ConnectionBase* c, bool counted) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (c->is_linked()) idle.erase(idle.iterator_to(*c));
+  if (!counted) {
+    --refusing;
+    return;
+  }
+  --open;
+  pipeline->metrics()->SetHttpConnections(open);
+}
+
+void HttpServerImpl::EnterIdle(ConnectionBase* c) {
+  if (options.max_connections <= 0) return;  // nothing to make room for
+  std::lock_guard<std::mutex> lock(mu);
+  if (!c->evicted && !c->is_linked()) idle.push_back(*c);
+}
+
+bool HttpServerImpl::LeaveIdle(ConnectionBase* c) {
+  if (options.max_connections <= 0) return true;
+  std::lock_guard<std::mutex> lock(mu);
+  if (c->evicted) return false;
+  if (c->is_linked()) idle.erase(idle.iterator_to(*c));
+  return true;
+}
+
 void HttpServerImpl::Accept() {
   Loop& loop = *loops[next_loop++ % loops.size()];
   acceptor->async_accept(loop.io, [this, &loop](beast::error_code ec, tcp::socket socket) {
     if (ec == net::error::operation_aborted) return;
-    if (ec) {
-      // Out of descriptors, most likely: wait instead of spinning on it.
-      Log(LogLevel::kWarning, absl::StrCat("HTTP accept failed: ", ec.message()));
-      accept_backoff->expires_after(std::chrono::milliseconds(50));
-      accept_backoff->async_wait([this](beast::error_code e) {
-        if (!e) Accept();
-      });
-      return;
-    }
+    if (ec) return AcceptFailed(ec);
+    std::shared_ptr<ConnectionBase> evict;
+    const Admission admission = Admit(&evict);
+    if (evict != nullptr) net::post(evict->executor, [evict] { evict->Evict(); });
+    if (admission == Admission::kDrop) return Accept();  // `socket` closes
     // No Nagle: an answer's last partial segment must not wait for the
     // client's delayed ACK (40 ms a call with binary replies of 64 KiB).
     beast::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
+    const bool counted = admission == Admission::kOpen;
+    auto start = [counted](auto c) {
+      return [c, counted] { counted ? c->Start() : c->StartRefused(); };
+    };
     if (tls != nullptr) {
-      auto c = std::make_shared<Connection<beast::ssl_stream<beast::tcp_stream>>>(
-          this, beast::ssl_stream<beast::tcp_stream>(beast::tcp_stream(std::move(socket)), *tls));
-      net::post(loop.io, [c] { c->Start(); });
+      net::post(
+          loop.io,
+          start(std::make_shared<Connection<beast::ssl_stream<beast::tcp_stream>>>(
+              this,
+              beast::ssl_stream<beast::tcp_stream>(beast::tcp_stream(std::move(socket)), *tls),
+              counted)));
     } else {
-      auto c = std::make_shared<Connection<beast::tcp_stream>>(
-          this, beast::tcp_stream(std::move(socket)));
-      net::post(loop.io, [c] { c->Start(); });
+      net::post(loop.io, start(std::make_shared<Connection<beast::tcp_stream>>(
+                             this, beast::tcp_stream(std::move(socket)), counted)));
     }
     Accept();
+  });
+}
+
+void HttpServerImpl::AcceptFailed(const beast::error_code& ec) {
+  int64_t shed = 0;
+  if (ec == net::error::no_descriptors ||
+      ec == boost::system::errc::too_many_files_open_in_system) {
+    // Out of descriptors: the backlog's connections could be neither served
+    // nor refused and would wait there unanswered (libev's and libuv's
+    // remedy): give up the spare descriptor, accept each waiting connection
+    // and close it at once, then take the spare back.
+    if (spare_fd >= 0) ::close(spare_fd);
+    for (; shed < 1024; ++shed) {
+      const int fd =
+          ::accept4(acceptor->native_handle(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) break;
+      ::close(fd);
+      Record(Metrics::HttpClose::kNoDescriptors);
+    }
+    spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  }
+  // One line per 10 s at most: a flood would otherwise write one per retry.
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_accept_warning >= std::chrono::seconds(10)) {
+    last_accept_warning = now;
+    Log(LogLevel::kWarning,
+        absl::StrCat(
+            "HTTP accept failed: ", ec.message(),
+            shed > 0 ? absl::StrCat("; ", shed, " waiting connections closed unanswered") : "",
+            "; retrying (further failures in the next 10 s not logged)"));
+  }
+  // Wait instead of spinning on it; the door never stops accepting.
+  accept_backoff->expires_after(std::chrono::milliseconds(50));
+  accept_backoff->async_wait([this](beast::error_code e) {
+    if (!e) Accept();
   });
 }
 
@@ -809,19 +1201,23 @@ class InferCall {
     }
     if (std::optional<std::string> e = req_.Header("Content-Encoding");
         e.has_value() && *e != "identity") {
-      reply_(JsonResponse(415, ErrorJson(absl::StrCat("Content-Encoding '", *e,
-                                                      "' is not supported; send identity"))));
+      // Answered without a Call (not counted), after the gate as before.
+      absl::Status gate = Gate(*server_->pipeline, req_.Header("Authorization"));
+      reply_(!gate.ok()
+                 ? ErrorResponse(gate)
+                 : JsonResponse(415, ErrorJson(absl::StrCat("Content-Encoding '", *e,
+                                                            "' is not supported; send identity"))));
       delete this;
       return;
     }
-    call_ =
-        std::make_unique<Call>(server_->pipeline, CallMethod::kRest, req_.Header("Authorization"),
-                               absl::InfiniteFuture(), [this](const grpc::Status& s) {
-                                 status_ = FromGrpcStatus(s);
-                                 // Always through the loop's queue: this may run
-                                 // inside RunUnary, which still uses the call.
-                                 net::post(loop_, [this] { Answer(); });
-                               });
+    call_context_.emplace(req_.Header("Authorization"));
+    call_ = std::make_unique<Call>(server_->pipeline, CallMethod::kRest, &*call_context_,
+                                   [this](const absl::Status& s) {
+                                     status_ = s;
+                                     // Always through the loop's queue: this may run
+                                     // inside RunUnary, which still uses the call.
+                                     net::post(loop_, [this] { Answer(); });
+                                   });
     // The body was counted as it arrived: its reservation becomes the
     // call's admission ticket, grown to the call's whole budget.
     call_->HoldReservation(req_.body.TakeReservation());
@@ -868,10 +1264,7 @@ class InferCall {
 
   // Shared-memory regions belong to the caller's Authorization value when
   // tokens are on (as on gRPC, so both doors see the same regions).
-  std::string Owner() const {
-    if (!server_->options.tokens_required) return "";
-    return req_.Header("Authorization").value_or("");
-  }
+  std::string Owner() const { return server_->oip->ShmOwner(req_.Header("Authorization")); }
 
   void Answer() {
     if (!status_.ok()) {
@@ -905,6 +1298,7 @@ class InferCall {
   JsonText json_;
   std::vector<Tensor> binary_;
   absl::Status status_;
+  std::optional<HttpCallContext> call_context_;  // declared before call_: outlives it
   std::unique_ptr<Call> call_;
 };
 
@@ -916,9 +1310,9 @@ void HttpServerImpl::Infer(HttpRequest req, net::any_io_executor loop, Reply rep
 HttpServer::HttpServer(std::unique_ptr<HttpServerImpl> impl) : impl_(std::move(impl)) {}
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(CallPipeline* pipeline,
-                                                              ShmRegistry* shm,
+                                                              OipService* oip,
                                                               const Options& options) {
-  auto impl = std::make_unique<HttpServerImpl>(pipeline, shm, options);
+  auto impl = std::make_unique<HttpServerImpl>(pipeline, oip, options);
   if (options.tls != nullptr) {
     // Asio's context takes a reference of its own on the SSL_CTX.
     SSL_CTX_up_ref(options.tls.get());
@@ -957,8 +1351,10 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(CallPipeline* pipe
   const tcp::endpoint bound = impl->acceptor->local_endpoint(ec);
   if (ec) return absl::InternalError(absl::StrCat("HTTP socket: ", ec.message()));
   impl->accept_backoff.emplace(io0);
+  impl->spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   std::unique_ptr<HttpServer> s(new HttpServer(std::move(impl)));
   s->port_ = bound.port();
+  s->max_connections_ = options.max_connections;
   s->impl_->Accept();
   for (auto& loop : s->impl_->loops) {
     loop->work.emplace(loop->io.get_executor());
@@ -1007,61 +1403,38 @@ void HttpServerImpl::Route(HttpRequest req, net::any_io_executor loop, Reply rep
     reply(std::move(r));
   };
   auto not_found = [&] { send(404, ErrorJson(absl::StrCat("no endpoint ", path.substr(0, 200)))); };
+  // An OipService answer: its error, or 200 and its value in JSON.
+  auto send_value = [&](const auto& value, auto to_json) {
+    if (!value.ok()) return send_error(value.status());
+    send(200, to_json(*value));
+  };
   if (parts.empty() || parts[0] != "v2") return not_found();
 
   // Open endpoints: health (as grpc.health.v1 and ServerLive/ServerReady).
   if (parts.size() == 3 && parts[1] == "health" && (parts[2] == "live" || parts[2] == "ready")) {
     if (!get) return wrong_method("GET");
     if (parts[2] == "live") return send(200, R"({"live":true})");
-    return pipeline->draining() ? send(503, R"({"ready":false})") : send(200, R"({"ready":true})");
+    // Not ready is 503 here (probes read the status); gRPC's ServerReady answers OK, false.
+    return oip->ServerReady() ? send(200, R"({"ready":true})") : send(503, R"({"ready":false})");
   }
 
-  // Everything else: the bearer token and the drain gate.
+  // Everything else: the bearer token and the drain gate. An infer's is its
+  // Call's (Call::Open), once, so that a refused infer is counted in the
+  // metrics as a refused ModelInfer is.
   const std::optional<std::string> authorization = req.Header("Authorization");
-  const std::string auth_value = authorization.value_or("");
-  const absl::string_view auth_view = auth_value;
-  if (absl::Status gate = pipeline->Gate(authorization.has_value() ? &auth_view : nullptr);
-      !gate.ok()) {
-    return send_error(gate);
+  if (!(post && IsInferPath(parts))) {
+    if (absl::Status gate = Gate(*pipeline, authorization); !gate.ok()) return send_error(gate);
   }
 
   if (parts.size() == 1) {
     if (!get) return wrong_method("GET");
-    return send(200, Json([&](JsonOut& w) {
-                  w.StartObject();
-                  w.Key("name");
-                  Str(w, "tensorops");
-                  w.Key("version");
-                  Str(w, TENSOROPS_VERSION);
-                  w.Key("extensions");
-                  w.StartArray();
-                  Str(w, "binary_tensor_data");
-                  Str(w, "statistics");
-                  Str(w, "model_repository");
-                  if (shm->enabled()) Str(w, "system_shared_memory");
-                  w.EndArray();
-                  w.EndObject();
-                }));
+    return send(200, ServerMetadataJson(oip->ServerMetadata(OipDoor::kRest)));
   }
   if (parts[1] == "repository") {
     if (parts.size() == 3 && parts[2] == "index") {
       if (!post) return wrong_method("POST");
-      return send(200, Json([&](JsonOut& w) {
-                    w.StartArray();
-                    for (const auto& def : pipeline->registry().ops()) {
-                      w.StartObject();
-                      w.Key("name");
-                      Str(w, def->spec.name);
-                      w.Key("version");
-                      Str(w, kModelVersion);
-                      w.Key("state");
-                      Str(w, "READY");
-                      w.Key("reason");
-                      Str(w, "");
-                      w.EndObject();
-                    }
-                    w.EndArray();
-                  }));
+      // The body ({"ready": bool}) is not read: every model is ready.
+      return send(200, RepositoryIndexJson(oip->RepositoryIndex(/*ready_only=*/false)));
     }
     if (parts.size() == 5 && parts[2] == "models" && (parts[4] == "load" || parts[4] == "unload")) {
       if (!post) return wrong_method("POST");
@@ -1081,54 +1454,36 @@ void HttpServerImpl::Route(HttpRequest req, net::any_io_executor loop, Reply rep
     }
     if (parts.size() != at2 + 1) return not_found();
     const std::string& verb = parts[at2];
-    const std::string owner = options.tokens_required ? authorization.value_or("") : "";
+    const std::string owner = oip->ShmOwner(authorization);
+    // Off, REST lists nothing and refuses changes with 501 (as Triton);
+    // gRPC answers each RPC UNAVAILABLE (ShmRegistry's own message).
     if (verb == "status") {
       if (!get) return wrong_method("GET");
-      if (!shm->enabled()) return send(200, "[]");
-      absl::StatusOr<std::vector<std::shared_ptr<const ShmRegion>>> regions =
-          shm->List(owner, region);
-      if (!regions.ok()) return send_error(regions.status());
-      return send(200, Json([&](JsonOut& w) {
-                    w.StartArray();
-                    for (const auto& r : *regions) {
-                      w.StartObject();
-                      w.Key("name");
-                      Str(w, r->name());
-                      w.Key("key");
-                      Str(w, r->key());
-                      w.Key("offset");
-                      w.Uint64(r->offset());
-                      w.Key("byte_size");
-                      w.Uint64(r->byte_size());
-                      w.EndObject();
-                    }
-                    w.EndArray();
-                  }));
+      if (!oip->shm_enabled()) return send(200, "[]");
+      return send_value(oip->SystemSharedMemoryStatus(owner, region), ShmStatusJson);
     }
     if (verb != "register" && verb != "unregister") return not_found();
     if (!post) return wrong_method("POST");
-    if (!shm->enabled()) {
+    if (!oip->shm_enabled()) {
       return send(501,
                   ErrorJson("system shared memory is off on this server (--shared_memory=system)"));
     }
     absl::Status s;
     if (verb == "unregister") {
-      s = shm->Unregister(owner, region);
+      s = oip->SystemSharedMemoryUnregister(owner, region);
     } else {
       if (region.empty()) return not_found();
       absl::StatusOr<ShmRegisterBody> b = ParseRegisterBody(req.body.view());
-      s = b.ok() ? shm->Register(owner, region, b->key, b->offset, b->byte_size) : b.status();
+      s = b.ok() ? oip->SystemSharedMemoryRegister(owner, region, b->key, b->offset, b->byte_size)
+                 : b.status();
     }
-    pipeline->metrics()->SetSharedMemoryRegions(shm->size());
     if (!s.ok()) return send_error(s);
     return send(200, "{}");
   }
   if (parts[1] != "models" || parts.size() < 3) return not_found();
   if (parts.size() == 3 && parts[2] == "stats") {
     if (!get) return wrong_method("GET");
-    std::vector<const OpDef*> defs;
-    for (const auto& d : pipeline->registry().ops()) defs.push_back(d.get());
-    return send(200, StatsJson(*pipeline->metrics(), defs));
+    return send_value(oip->ModelStatistics("", ""), StatsJson);
   }
   // /v2/models/{m}[/versions/{v}][/ready|/infer]
   const std::string& model = parts[2];
@@ -1146,20 +1501,12 @@ void HttpServerImpl::Route(HttpRequest req, net::any_io_executor loop, Reply rep
   }
   if (action != "" && action != "ready" && action != "stats") return not_found();
   if (!get) return wrong_method("GET");
-  absl::StatusOr<const OpDef*> def = FindModel(pipeline->registry(), model, version);
-  if (!def.ok()) return send_error(def.status());
-  if (action == "stats") return send(200, StatsJson(*pipeline->metrics(), {*def}));
+  if (action == "stats") return send_value(oip->ModelStatistics(model, version), StatsJson);
   if (action == "ready") {
-    return send(200, Json([&](JsonOut& w) {
-                  w.StartObject();
-                  w.Key("name");
-                  Str(w, (*def)->spec.name);
-                  w.Key("ready");
-                  w.Bool(true);
-                  w.EndObject();
-                }));
+    return send_value(oip->Model(model, version),
+                      [](const OpDef* def) { return ModelReadyJson(*def); });
   }
-  return send(200, ModelMetadataJson(**def));
+  return send_value(oip->ModelMetadata(model, version), ModelMetadataJson);
 }
 
 }  // namespace tensorops

@@ -33,10 +33,19 @@
 // Health live/ready are open (no token) and ready answers 503 while the
 // server drains; everything else needs the token when one is configured and
 // gets 503 while draining. Every error, the transport's too (400 malformed,
-// 413 body over the limit, 431 header over 64 KiB, 503 body over the
+// 408 header or body too slow, 413 body over the limit, 431 header over 64 KiB, 503 body over the
 // in-flight budget), is a JSON {"error": "..."} body; after refusing a
 // request it has not read, a connection reads on (dropping the bytes) for
 // up to 5 s before it closes, so the client gets the answer, not a reset.
+//
+// Floods (Options::max_connections, header_timeout, idle_timeout,
+// min_body_rate): at most max_connections open at once; at the cap a new
+// connection closes the one idle longest (waiting for a request with no byte
+// of it read), or, when none is idle, gets 503 and is closed. A header must
+// be whole within header_timeout and a body keep min_body_rate (else 408); a
+// keep-alive connection with no request for idle_timeout is closed. Out of
+// descriptors (EMFILE), the acceptor closes the connections waiting in the
+// backlog with a spare descriptor and tries again: it never stops accepting.
 //
 // With Options::tls the port speaks HTTPS only: every connection starts with
 // a TLS handshake (the gRPC door's certificate, and with a client CA mutual
@@ -53,9 +62,10 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "server/core/call.h"
 #include "server/http/tls_context.h"
-#include "server/oip/shm_registry.h"
+#include "server/oip/oip_service.h"
 
 namespace tensorops {
 
@@ -68,26 +78,42 @@ class HttpServer {
     int port = 8000;  // 0 picks a free port
     // Whole request body (413 beyond it, as gRPC's --max_message_bytes).
     int64_t max_body_bytes = int64_t{272} << 20;
-    // --auth_token_file: a shared-memory region belongs to the Authorization
-    // value that registered it (as on gRPC).
-    bool tokens_required = false;
     // Set: HTTPS only, with this context (MakeTlsContext); null: plaintext.
     TlsContext tls;
     // Event-loop threads, each accepting on the one listening socket and
     // serving its connections (0: one per core, at most kMaxDefaultLoops).
     int loops = 0;
+    // Connections open at once (--http_max_connections; 0: no cap). At the
+    // cap a new connection makes room by closing the longest-idle one (a
+    // connection waiting for a request with no byte of it read yet); when
+    // none is idle it gets 503 and is closed.
+    int64_t max_connections = 0;
+    // From a connection's accept, or a keep-alive connection's next request's
+    // first byte, until that request's header is complete; past it 408 and
+    // close (a connection that sent nothing is closed without an answer).
+    absl::Duration header_timeout = absl::Seconds(30);
+    // A keep-alive connection with no request pending is closed after this.
+    absl::Duration idle_timeout = absl::Seconds(60);
+    // A body must arrive at min_body_rate bytes/s or more, over every
+    // body_rate_window (and the server must not be the one behind: bytes
+    // waiting unread excuse the client); slower: 408 and close. 0: no rate
+    // check, a body then has 120 s.
+    int64_t min_body_rate = 1024;
+    absl::Duration body_rate_window = absl::Seconds(10);
   };
   static constexpr int kMaxDefaultLoops = 4;
 
   // Binds and starts the loops. Neither pointer is owned; both must outlive
-  // the server.
-  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(CallPipeline* pipeline, ShmRegistry* shm,
+  // the server. The control endpoints are renderings of `oip`'s values.
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(CallPipeline* pipeline, OipService* oip,
                                                            const Options& options);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
   int port() const { return port_; }
+  // Options::max_connections (0: no cap).
+  int64_t max_connections() const { return max_connections_; }
 
   // Stops the loops (connections close) and joins them. Calls still in
   // flight must have finished (the drain waits for them). Idempotent.
@@ -98,6 +124,7 @@ class HttpServer {
 
   std::unique_ptr<HttpServerImpl> impl_;
   int port_ = 0;
+  int64_t max_connections_ = 0;
   bool stopped_ = false;
 };
 

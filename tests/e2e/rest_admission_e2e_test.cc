@@ -4,7 +4,8 @@
 // JSON error naming the budget, before the server takes the memory), a
 // chunked body as it grows; the reservation becomes the call's admission
 // ticket, and every way out (answer, refusal, the client going away mid-body)
-// gives it back: tensorops_inflight_bytes returns to 0 after each case.
+// gives it back: tensorops_inflight_bytes returns to 0 after each case. An
+// infer refused at the gate (token, drain) is counted as a ModelInfer is.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -12,9 +13,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -245,6 +249,45 @@ TEST_F(RestAdmissionE2ETest, ChunkedBodyIsCountedAsItGrowsAndRefusedAtTheBudget)
   EXPECT_LE(seen, 5 * kMiB);
   gone.Close();
   EXPECT_EQ(WaitInflightBytes(0), 0);
+}
+
+// The bearer token of an infer is checked once, by its Call, so a refusal is
+// counted in tensorops_requests_total as a refused ModelInfer is; a control
+// endpoint's refusal is answered alike and is not a call.
+TEST_F(RestAdmissionE2ETest, ARefusedInferIsCountedAsARefusedModelInferIs) {
+  const std::string token_file = ::testing::TempDir() + "/rest_admission_token";
+  std::ofstream(token_file) << "s3cret\n";
+  server_ = std::make_unique<ServerProcess>();
+  ASSERT_TRUE(server_
+                  ->Start(TENSOROPS_SERVER_PATH, {"--http_port=0", "--metrics_port=0",
+                                                  "--threads=2", "--auth_token_file=" + token_file})
+                  .ok());
+  port_ = server_->http_port();
+  const InferBody b = ReverseBody(16);
+  HttpPostOptions none;
+  none.headers = b.headers;
+  HttpPostOptions wrong = none;
+  wrong.headers += "Authorization: Bearer wrong\r\n";
+  HttpPostOptions right = none;
+  right.headers += "Authorization: Bearer s3cret\r\n";
+  const std::pair<const HttpPostOptions*, const char*> refused[] = {
+      {&none, R"(missing \"authorization: Bearer <token>\")"}, {&wrong, "invalid bearer token"}};
+  for (const auto& [options, message] : refused) {
+    SCOPED_TRACE(message);
+    const HttpPostAnswer a = HttpPost(port_, kInfer, b.body, *options);
+    EXPECT_EQ(a.status, 401) << a.error;
+    EXPECT_THAT(a.body, HasSubstr(message));
+  }
+  EXPECT_EQ(HttpPost(port_, "/v2/repository/index", "", none).status, 401);
+  EXPECT_EQ(CheckReversed(HttpPost(port_, kInfer, b.body, right), 16), "");
+  auto count = [&](const char* code) {
+    return ScrapeSample(server_->metrics_port(), "tensorops_requests_total",
+                        {{"method", "REST"}, {"op", "Reverse"}, {"code", code}});
+  };
+  EXPECT_EQ(count("UNAUTHENTICATED"), 2);
+  EXPECT_EQ(count("OK"), 1);
+  EXPECT_EQ(WaitInflightBytes(0), 0);
+  std::remove(token_file.c_str());
 }
 
 }  // namespace

@@ -1075,6 +1075,16 @@ TEST(ServiceE2ETest, HelpListsEveryFlag) {
                            "--max_request_bytes", "--http_host", "--http_port", "--http_threads"}) {
     EXPECT_THAT(out, HasSubstr(std::string(flag) + " ")) << flag;
   }
+  // The HTTP door's connection cap and deadlines.
+  for (const char* flag : {"--http_max_connections", "--http_header_timeout", "--http_idle_timeout",
+                           "--http_min_body_rate", "--http_body_rate_window"}) {
+    EXPECT_THAT(out, HasSubstr(std::string(flag) + " ")) << flag;
+  }
+  // The gRPC door's connection cap, stream limit and ping policy.
+  for (const char* flag :
+       {"--grpc_max_connections", "--grpc_max_concurrent_streams", "--grpc_min_ping_interval"}) {
+    EXPECT_THAT(out, HasSubstr(std::string(flag) + " ")) << flag;
+  }
 }
 
 // ServerProcess reports no metrics port when the endpoint is off.

@@ -41,6 +41,7 @@ TEST(FdBudgetTest, RaisesTheSoftLimitToTheHardOne) {
   lowered.rlim_cur = 256;
   if (before.rlim_max != RLIM_INFINITY && before.rlim_max < 256) GTEST_SKIP() << "hard limit < 256";
   ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &lowered), 0);
+  EXPECT_EQ(CurrentFdLimit(), 256);
   absl::StatusOr<FdLimit> limit = RaiseFdLimit();
   ASSERT_TRUE(limit.ok()) << limit.status();
   EXPECT_EQ(limit->was, 256);
@@ -51,6 +52,7 @@ TEST(FdBudgetTest, RaisesTheSoftLimitToTheHardOne) {
   struct rlimit now;
   ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &now), 0);
   EXPECT_EQ(static_cast<int64_t>(now.rlim_cur), limit->soft);
+  EXPECT_EQ(CurrentFdLimit(), limit->soft);
   ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &before), 0);
 }
 

@@ -15,8 +15,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/op_registry.h"
-#include "server/core/execution.h"
 #include "server/server.h"
+#include "server/v1/execution.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
 #include "wire/tensor_codec.h"
 
@@ -258,6 +258,16 @@ TEST(ServerOptionsTest, StartRefusesWhatCannotWork) {
       {"message too small for a chunk",
        [](ServerOptions* o) { o->max_message_bytes = (int64_t{64} << 10) + 4095; },
        "--max_message_bytes at least 4096 + 64 KiB"},
+      {"zero http_max_connections", [](ServerOptions* o) { o->http_max_connections = 0; },
+       "--http_max_connections must be >= 1 (or -1: derived)"},
+      {"zero http_header_timeout",
+       [](ServerOptions* o) { o->http_header_timeout = absl::ZeroDuration(); },
+       "--http_header_timeout and --http_idle_timeout must be > 0"},
+      {"negative http_min_body_rate", [](ServerOptions* o) { o->http_min_body_rate = -1; },
+       "--http_min_body_rate must be >= 0"},
+      {"sub-second http_body_rate_window",
+       [](ServerOptions* o) { o->http_body_rate_window = absl::Milliseconds(500); },
+       "--http_body_rate_window must be >= 1s"},
   };
   for (const Row& row : rows) {
     SCOPED_TRACE(row.name);

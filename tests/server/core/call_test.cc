@@ -1,6 +1,6 @@
-// The call lifecycle (server/core/call.h), in-process: no RPC, a plain
-// CallbackServerContext (no deadline, never cancelled) and a finish hook that
-// records what the RPC would have been finished with.
+// The call lifecycle (server/core/call.h), in-process: no RPC, a fake
+// CallContext (no deadline, never cancelled unless a test says so) and a
+// finish hook that records what the RPC would have been finished with.
 #include "server/core/call.h"
 
 #include <prometheus/registry.h>
@@ -9,9 +9,11 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
@@ -21,6 +23,22 @@ namespace tensorops {
 namespace {
 
 using Queue = AdmissionController::Queue;
+
+// A door's view of its RPC, set by the test.
+class FakeCallContext final : public CallContext {
+ public:
+  std::optional<absl::string_view> authorization() const override { return authorization_; }
+  absl::string_view authorization_carrier() const override { return carrier_; }
+  absl::Time deadline() const override { return deadline_; }
+  bool cancelled() const override { return cancelled_; }
+  bool retried() const override { return retried_; }
+
+  std::optional<absl::string_view> authorization_;
+  absl::string_view carrier_;
+  absl::Time deadline_ = absl::InfiniteFuture();
+  bool cancelled_ = false;
+  bool retried_ = false;
+};
 
 class CallTest : public ::testing::Test {
  protected:
@@ -41,7 +59,7 @@ class CallTest : public ::testing::Test {
   // A Call whose RPC finish sets `finished_` and notifies `done_`.
   std::unique_ptr<Call> NewCall(CallMethod method = CallMethod::kExecute) {
     return std::make_unique<Call>(pipeline_.get(), method, &ctx_,
-                                  [this](const grpc::Status& status) {
+                                  [this](const absl::Status& status) {
                                     ++finishes_;
                                     finished_ = status;
                                     done_.Notify();
@@ -60,10 +78,10 @@ class CallTest : public ::testing::Test {
   std::unique_ptr<AdmissionController> admission_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<CallPipeline> pipeline_;
-  grpc::CallbackServerContext ctx_;
+  FakeCallContext ctx_;
   absl::Notification done_;
   std::atomic<int> finishes_{0};
-  grpc::Status finished_;
+  absl::Status finished_;
 };
 
 TEST_F(CallTest, RunsOnThePoolThenFinishesOnceAndGivesBackTheBudget) {
@@ -120,7 +138,7 @@ TEST_F(CallTest, SmallOutputsRunInlineWhenAllowed) {
     SCOPED_TRACE(output_bytes);
     absl::Notification finished;
     auto call = std::make_unique<Call>(pipeline_.get(), CallMethod::kExecute, &ctx_,
-                                       [&](const grpc::Status&) { finished.Notify(); });
+                                       [&](const absl::Status&) { finished.Notify(); });
     ASSERT_TRUE(call->Admit(1, Queue::kNow).ok());
     std::thread::id kernel_thread;
     call->Run(
@@ -145,8 +163,8 @@ TEST_F(CallTest, KernelErrorReachesAfterAndTheRpc) {
       8, [](ThreadPool*, int64_t) { return absl::InternalError("kernel broke"); },
       [&](absl::Status status) { call->Finish(status, 64, 0); });
   ASSERT_TRUE(done_.WaitForNotificationWithTimeout(absl::Seconds(30)));
-  EXPECT_EQ(finished_.error_code(), grpc::StatusCode::INTERNAL);
-  EXPECT_EQ(finished_.error_message(), "kernel broke");
+  EXPECT_EQ(finished_.code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(finished_.message(), "kernel broke");
   EXPECT_EQ(Sample("tensorops_requests_total",
                    {{"method", "ExecuteStream"}, {"op", "Reverse"}, {"code", "INTERNAL"}}),
             1);
@@ -172,7 +190,7 @@ TEST_F(CallTest, AbortedDrainDropsQueuedCallsWithoutRunningThem) {
       [&](absl::Status status) { call->Finish(status, 0, 0); });
   ASSERT_TRUE(done_.WaitForNotificationWithTimeout(absl::Seconds(30)));
   EXPECT_FALSE(ran);
-  EXPECT_EQ(finished_.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(finished_.code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(Sample("tensorops_dropped_requests_total", {{"op", "Reverse"}, {"reason", "shutdown"}}),
             1);
   EXPECT_EQ(Sample("tensorops_kernel_duration_seconds_count", {{"op", "Reverse"}}), 0);
@@ -185,11 +203,11 @@ TEST_F(CallTest, RefusedAdmissionIsCountedAndHoldsNothing) {
   {
     std::unique_ptr<Call> first = NewCall();
     ASSERT_TRUE(first->Admit(10, Queue::kNow).ok());
-    Call second(pipeline_.get(), CallMethod::kExecute, &ctx_, [](const grpc::Status&) {});
+    Call second(pipeline_.get(), CallMethod::kExecute, &ctx_, [](const absl::Status&) {});
     absl::Status s = second.Admit(10, Queue::kNow);
     EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
     EXPECT_EQ(Sample("tensorops_rejected_requests_total", {{"limit", "queue"}}), 1);
-    Call stream(pipeline_.get(), CallMethod::kExecuteStream, &ctx_, [](const grpc::Status&) {});
+    Call stream(pipeline_.get(), CallMethod::kExecuteStream, &ctx_, [](const absl::Status&) {});
     ASSERT_TRUE(stream.Admit(10, Queue::kLater).ok());
     EXPECT_EQ(stream.EnterQueue().code(), absl::StatusCode::kResourceExhausted);
     EXPECT_EQ(Sample("tensorops_rejected_requests_total", {{"limit", "queue"}}), 2);
@@ -202,7 +220,7 @@ TEST_F(CallTest, RefusedAdmissionIsCountedAndHoldsNothing) {
   EXPECT_EQ(admission_->inflight_bytes(), 0);
   // Closed for a drain: UNAVAILABLE, which is not a limit and not counted.
   admission_->Close();
-  Call late(pipeline_.get(), CallMethod::kExecute, &ctx_, [](const grpc::Status&) {});
+  Call late(pipeline_.get(), CallMethod::kExecute, &ctx_, [](const absl::Status&) {});
   EXPECT_EQ(late.Admit(10, Queue::kNow).code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(Sample("tensorops_rejected_requests_total", {{"limit", "queue"}}), 2);
   EXPECT_EQ(Sample("tensorops_rejected_requests_total", {{"limit", "inflight_bytes"}}), 0);
@@ -217,7 +235,7 @@ TEST_F(CallTest, GateRefusesWhileDraining) {
   absl::Status s = late->Open();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
   late->Finish(s, 0, 0);
-  EXPECT_EQ(finished_.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(finished_.code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(Sample("tensorops_requests_total",
                    {{"method", "Execute"}, {"op", "unknown"}, {"code", "UNAVAILABLE"}}),
             1);
@@ -231,6 +249,76 @@ TEST_F(CallTest, GateWantsTheBearerTokenWhenConfigured) {
   absl::Status s = pipeline_->Gate(ctx_);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated);
   EXPECT_EQ(s.message().find("s3cret"), absl::string_view::npos);
+}
+
+TEST_F(CallTest, GateReadsTheDoorsCallContext) {
+  CallPipeline::Options options;
+  options.auth_token = "s3cret";
+  SetUpPipeline(4, options);
+  struct Row {
+    std::optional<absl::string_view> authorization;
+    absl::string_view carrier;
+    bool retried;
+    absl::StatusCode code;
+    absl::string_view message;
+  };
+  const Row rows[] = {
+      {std::nullopt, "", false, absl::StatusCode::kUnauthenticated,
+       "missing \"authorization: Bearer <token>\""},
+      {std::nullopt, "metadata", true, absl::StatusCode::kUnauthenticated,
+       "missing \"authorization: Bearer <token>\" metadata"},
+      {"Bearer wrong", "", false, absl::StatusCode::kUnauthenticated, "invalid bearer token"},
+      {"Bearer s3cret", "metadata", true, absl::StatusCode::kOk, ""},
+  };
+  int retried = 0;
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.message);
+    FakeCallContext ctx;
+    ctx.authorization_ = row.authorization;
+    ctx.carrier_ = row.carrier;
+    ctx.retried_ = row.retried;
+    const absl::Status s = pipeline_->Gate(ctx);
+    EXPECT_EQ(s.code(), row.code);
+    EXPECT_EQ(s.message(), row.message);
+    if (row.retried) ++retried;
+    EXPECT_EQ(Sample("tensorops_retried_calls_total", {}), retried);
+  }
+}
+
+TEST_F(CallTest, QueuedCallIsDroppedPastItsDeadlineOrWhenCancelled) {
+  SetUpPipeline(4);
+  struct Row {
+    absl::Time deadline;
+    bool cancelled;
+    absl::StatusCode code;
+  };
+  const Row rows[] = {
+      {absl::InfiniteFuture(), false, absl::StatusCode::kOk},
+      {absl::Now() - absl::Seconds(1), false, absl::StatusCode::kDeadlineExceeded},
+      {absl::InfiniteFuture(), true, absl::StatusCode::kCancelled},
+      // The deadline is checked first: gRPC also cancels a call past it.
+      {absl::Now() - absl::Seconds(1), true, absl::StatusCode::kDeadlineExceeded},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(absl::StrCat(static_cast<int>(row.code), " cancelled=", row.cancelled));
+    FakeCallContext ctx;
+    ctx.deadline_ = row.deadline;
+    ctx.cancelled_ = row.cancelled;
+    absl::Status finished;
+    Call call(pipeline_.get(), CallMethod::kExecute, &ctx,
+              [&](const absl::Status& s) { finished = s; });
+    ASSERT_TRUE(call.Admit(1, Queue::kNow).ok());
+    bool ran = false;
+    call.Run(  // 1 byte of output: runs inline, so Finish has run on return
+        1,
+        [&](ThreadPool*, int64_t) {
+          ran = true;
+          return absl::OkStatus();
+        },
+        [&](absl::Status status) { call.Finish(status, 0, 0); });
+    EXPECT_EQ(finished.code(), row.code);
+    EXPECT_EQ(ran, row.code == absl::StatusCode::kOk);
+  }
 }
 
 TEST_F(CallTest, HeldReservationBecomesTheTicketAndIsCountedOnce) {
@@ -262,7 +350,7 @@ TEST_F(CallTest, HeldReservationBecomesTheTicketAndIsCountedOnce) {
     // Refused at admission: the reservation stays the call's until it goes.
     AdmissionTicket reservation;
     ASSERT_TRUE(pipeline_->Reserve(1000, &reservation).ok());
-    Call call(pipeline_.get(), CallMethod::kRest, &ctx_, [](const grpc::Status&) {});
+    Call call(pipeline_.get(), CallMethod::kRest, &ctx_, [](const absl::Status&) {});
     call.HoldReservation(std::move(reservation));
     EXPECT_EQ(call.Admit((1 << 20) + 1, Queue::kNow).code(), absl::StatusCode::kResourceExhausted);
     EXPECT_EQ(Sample("tensorops_rejected_requests_total", {{"limit", "inflight_bytes"}}), 2);

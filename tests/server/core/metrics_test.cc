@@ -155,6 +155,10 @@ TEST_F(MetricsTest, EveryFamilyHasHelpAndType) {
       {"tensorops_shared_memory_regions", "gauge"},
       {"tensorops_call_seconds_total", "counter"},
       {"tensorops_last_call_timestamp_seconds", "gauge"},
+      {"tensorops_http_connections", "gauge"},
+      {"tensorops_http_connections_closed_total", "counter"},
+      {"tensorops_grpc_connections", "gauge"},
+      {"tensorops_grpc_connections_refused_total", "counter"},
   };
   // The Exposer adds its own exposer_* families; count only ours.
   int help_lines = 0;
@@ -261,8 +265,8 @@ TEST_F(MetricsTest, ExecuteCountsByCodeAndObservesDurationAndSizes) {
   const std::vector<double> durations = {0.0078125, 0.25, 3.0517578125e-05};
   const std::vector<double> request_bytes = {1000, 64, 1073741824};
   const std::vector<double> response_bytes = {70000, 0, 2147483648};
-  const grpc::StatusCode codes[] = {grpc::StatusCode::OK, grpc::StatusCode::OK,
-                                    grpc::StatusCode::INVALID_ARGUMENT};
+  const absl::StatusCode codes[] = {absl::StatusCode::kOk, absl::StatusCode::kOk,
+                                    absl::StatusCode::kInvalidArgument};
   for (size_t i = 0; i < durations.size(); ++i) {
     metrics_->RecordCall(CallMethod::kExecute, roll, codes[i], durations[i],
                          static_cast<int64_t>(request_bytes[i]),
@@ -314,7 +318,7 @@ TEST_F(MetricsTest, UnknownOpNamesAreRecordedAsUnknown) {
   const int unknown = metrics_->OpIndex("NoSuchOp");
   // Drops are shared with another test: compare against a scrape taken first.
   const std::string before = Scrape();
-  metrics_->RecordCall(CallMethod::kExecute, unknown, grpc::StatusCode::NOT_FOUND, 0.0009765625, 10,
+  metrics_->RecordCall(CallMethod::kExecute, unknown, absl::StatusCode::kNotFound, 0.0009765625, 10,
                        0);
   // Never called by the service for unknown ops, but must be harmless.
   metrics_->RecordKernel(unknown, 1.0, 1.0);
@@ -345,8 +349,8 @@ TEST_F(MetricsTest, UnknownOpNamesAreRecordedAsUnknown) {
 TEST_F(MetricsTest, ExecuteStreamCountsTensorBytesNotMessageSizes) {
   const int reverse = metrics_->OpIndex("Reverse");
   const std::string before = Scrape();
-  metrics_->RecordCall(CallMethod::kExecuteStream, reverse, grpc::StatusCode::OK, 0.5, 3000, 2000);
-  metrics_->RecordCall(CallMethod::kExecuteStream, reverse, grpc::StatusCode::DATA_LOSS, 0.25, 100,
+  metrics_->RecordCall(CallMethod::kExecuteStream, reverse, absl::StatusCode::kOk, 0.5, 3000, 2000);
+  metrics_->RecordCall(CallMethod::kExecuteStream, reverse, absl::StatusCode::kDataLoss, 0.25, 100,
                        0);
   const std::string body = Scrape();
   EXPECT_EQ(Value(body, "tensorops_requests_total",
@@ -375,8 +379,8 @@ TEST_F(MetricsTest, ExecuteStreamCountsTensorBytesNotMessageSizes) {
 }
 
 TEST_F(MetricsTest, ListOpsIsRecordedUnderOpNone) {
-  metrics_->RecordListOps(grpc::StatusCode::OK, 0.0001220703125);
-  metrics_->RecordListOps(grpc::StatusCode::UNAVAILABLE, 0.5);
+  metrics_->RecordListOps(absl::StatusCode::kOk, 0.0001220703125);
+  metrics_->RecordListOps(absl::StatusCode::kUnavailable, 0.5);
   const std::string body = Scrape();
   for (const std::string& code : kCodes) {
     SCOPED_TRACE(code);
@@ -444,6 +448,61 @@ TEST_F(MetricsTest, GaugesHoldTheirValues) {
   EXPECT_EQ(Value(body, "tensorops_inflight_requests", {}), 0);
   EXPECT_EQ(Value(body, "tensorops_inflight_bytes", {}), 0);
   EXPECT_EQ(Value(body, "tensorops_queue_depth", {}), 0);
+}
+
+TEST_F(MetricsTest, HttpConnectionsAndTheirClosingsByReason) {
+  using Close = Metrics::HttpClose;
+  const struct {
+    Close reason;
+    const char* label;
+    int times;
+  } kRows[] = {
+      {Close::kCapIdle, "cap_idle", 3},
+      {Close::kCapRefused, "cap_refused", 1},
+      {Close::kHeaderTimeout, "header_timeout", 2},
+      {Close::kIdleTimeout, "idle_timeout", 4},
+      {Close::kBodyRate, "body_rate", 5},
+      {Close::kNoDescriptors, "no_descriptors", 6},
+  };
+  const std::string before = Scrape();
+  for (const auto& row : kRows) {
+    for (int i = 0; i < row.times; ++i) metrics_->RecordHttpClosed(row.reason);
+  }
+  metrics_->SetHttpConnections(448);
+  const std::string body = Scrape();
+  for (const auto& row : kRows) {
+    SCOPED_TRACE(row.label);
+    const Labels labels = {{"reason", row.label}};
+    EXPECT_EQ(Value(body, "tensorops_http_connections_closed_total", labels) -
+                  Value(before, "tensorops_http_connections_closed_total", labels),
+              row.times);
+  }
+  EXPECT_EQ(Value(body, "tensorops_http_connections", {}), 448);
+  metrics_->SetHttpConnections(0);
+  EXPECT_EQ(Value(Scrape(), "tensorops_http_connections", {}), 0);
+}
+
+TEST_F(MetricsTest, GrpcConnectionsAndTheirRefusalsByReason) {
+  using Refusal = Metrics::ConnectionRefusal;
+  const struct {
+    Refusal reason;
+    const char* label;
+    int times;
+  } kRows[] = {{Refusal::kCap, "cap", 3}, {Refusal::kEmfile, "emfile", 2}};
+  const std::string before = Scrape();
+  for (const auto& row : kRows) {
+    for (int i = 0; i < row.times; ++i) metrics_->RecordGrpcConnectionRefused(row.reason);
+  }
+  metrics_->SetGrpcConnections(1792);
+  const std::string body = Scrape();
+  for (const auto& row : kRows) {
+    SCOPED_TRACE(row.label);
+    const Labels labels = {{"reason", row.label}};
+    EXPECT_EQ(Value(body, "tensorops_grpc_connections_refused_total", labels) -
+                  Value(before, "tensorops_grpc_connections_refused_total", labels),
+              row.times);
+  }
+  EXPECT_EQ(Value(body, "tensorops_grpc_connections", {}), 1792);
 }
 
 TEST_F(MetricsTest, StartHttpFailuresNameTheAddress) {

@@ -14,8 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/core/execution.h"
 #include "server/grpc/oip_binding.h"
+#include "server/v1/execution.h"
 #include "tests/harness/raw_bytes.h"
 #include "tests/harness/shm_object.h"
 

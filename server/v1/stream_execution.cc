@@ -1,4 +1,4 @@
-#include "server/core/stream_execution.h"
+#include "server/v1/stream_execution.h"
 
 #include <algorithm>
 #include <cstring>

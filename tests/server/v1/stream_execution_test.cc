@@ -1,7 +1,7 @@
 // StreamedExecution (server/stream_execution.h) in-process: the header's
 // checks and budget (the output sized by the op's inference), chunk order,
 // CRC checks, the kernel and the chunked output, without an RPC.
-#include "server/core/stream_execution.h"
+#include "server/v1/stream_execution.h"
 
 #include <cstdint>
 #include <cstring>

@@ -15,8 +15,8 @@
 // finishes); budget_bytes() is what admission control reserves for it.
 //
 // Thread-safety: none; one call at a time (the RPC serialises them).
-#ifndef TENSOROPS_SERVER_CORE_STREAM_EXECUTION_H_
-#define TENSOROPS_SERVER_CORE_STREAM_EXECUTION_H_
+#ifndef TENSOROPS_SERVER_V1_STREAM_EXECUTION_H_
+#define TENSOROPS_SERVER_V1_STREAM_EXECUTION_H_
 
 #include <cstdint>
 #include <memory>
@@ -119,4 +119,4 @@ class StreamedExecution {
 
 }  // namespace tensorops
 
-#endif  // TENSOROPS_SERVER_CORE_STREAM_EXECUTION_H_
+#endif  // TENSOROPS_SERVER_V1_STREAM_EXECUTION_H_

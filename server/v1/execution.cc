@@ -1,4 +1,4 @@
-#include "server/core/execution.h"
+#include "server/v1/execution.h"
 
 #include <utility>
 

@@ -1,7 +1,7 @@
 // The request path below the RPC layer: decode + validate (Prepare), then
 // kernel + encode (Run). Split in two so a later step can queue between them.
-#ifndef TENSOROPS_SERVER_CORE_EXECUTION_H_
-#define TENSOROPS_SERVER_CORE_EXECUTION_H_
+#ifndef TENSOROPS_SERVER_V1_EXECUTION_H_
+#define TENSOROPS_SERVER_V1_EXECUTION_H_
 
 #include <memory>
 #include <vector>
@@ -57,4 +57,4 @@ void DescribeOps(const OpRegistry& registry, v1::ListOpsResponse* response);
 
 }  // namespace tensorops
 
-#endif  // TENSOROPS_SERVER_CORE_EXECUTION_H_
+#endif  // TENSOROPS_SERVER_V1_EXECUTION_H_
