@@ -417,6 +417,13 @@ def flood_test(binary):
         check_stopped(server)
 
 
+def has_ubsan_vptr_check(binary):
+    """The project's ASan build (tools/sanitizer_tests.sh) is ASan+UBSan; the
+    UBSan handler's name alone is no sign (TSan's runtime defines it too)."""
+    with open(binary, "rb") as fh:
+        return b"__asan_init" in fh.read()
+
+
 def emfile_test(binary):
     nofile = 64
     print(f"== out of descriptors: fd limit {nofile}, no effective cap", flush=True)
@@ -485,7 +492,15 @@ def main():
     print(f"load: {os.getloadavg()}", flush=True)
     started = time.monotonic()
     flood_test(binary)
-    emfile_test(binary)
+    if has_ubsan_vptr_check(binary):
+        # UBSan's vptr check probes memory through a pipe it opens; in a
+        # process out of descriptors that fails and it reports a false
+        # "invalid vptr" (seen on Boost's error_category in Asio's recv),
+        # halting the server. The EMFILE part runs in the other builds.
+        print("skip out of descriptors: the server is the ASan+UBSan build (UBSan's vptr check)",
+              flush=True)
+    else:
+        emfile_test(binary)
     print(f"{'PASS' if not failures else 'FAIL'} in {time.monotonic() - started:.0f} s; "
           f"load {os.getloadavg()}", flush=True)
     return 1 if failures else 0
