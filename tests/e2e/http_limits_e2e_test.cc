@@ -32,9 +32,12 @@
 namespace tensorops {
 namespace {
 
+using ::tensorops::testing::CheckReversedInfer;
 using ::tensorops::testing::HttpPost;
 using ::tensorops::testing::HttpPostAnswer;
 using ::tensorops::testing::HttpPostOptions;
+using ::tensorops::testing::ReverseInfer;
+using ::tensorops::testing::ReverseInferBody;
 using ::tensorops::testing::ScrapeSample;
 using ::tensorops::testing::ServerProcess;
 using ::testing::HasSubstr;
@@ -130,39 +133,6 @@ int Status(const std::string& answer) {
   int status = 0;
   if (answer.size() < 12 || !absl::SimpleAtoi(answer.substr(9, 3), &status)) return 0;
   return status;
-}
-
-// A binary infer of Reverse (axis 0) over `n` UINT8 values, output binary.
-struct InferBody {
-  std::string body;
-  std::string headers;
-};
-uint8_t Value(int64_t i) { return static_cast<uint8_t>((i * 0x9E3779B1ull) >> 23); }
-InferBody ReverseBody(int64_t n) {
-  const std::string json =
-      absl::StrCat(R"({"inputs":[{"name":"data","shape":[)", n,
-                   R"(],"datatype":"UINT8","parameters":{"binary_data_size":)", n,
-                   R"(}},{"name":"axis","shape":[1],"datatype":"INT64","data":[0]}],)",
-                   R"("parameters":{"mode":"index","binary_data_output":true}})");
-  InferBody b;
-  b.body.reserve(json.size() + static_cast<size_t>(n));
-  b.body = json;
-  for (int64_t i = 0; i < n; ++i) b.body.push_back(static_cast<char>(Value(i)));
-  b.headers = absl::StrCat("Inference-Header-Content-Length: ", json.size(), "\r\n");
-  return b;
-}
-// Empty when `a` is a 200 whose binary output is the reversed input.
-std::string CheckReversed(const HttpPostAnswer& a, int64_t n) {
-  if (a.status != 200) return absl::StrCat("status ", a.status, " ", a.error, " ", a.body);
-  int64_t json = 0;
-  if (!absl::SimpleAtoi(a.Field("Inference-Header-Content-Length"), &json)) return "no json length";
-  if (static_cast<int64_t>(a.body.size()) != json + n) return "wrong size";
-  for (int64_t i = 0; i < n; ++i) {
-    if (static_cast<uint8_t>(a.body[json + i]) != Value(n - 1 - i)) {
-      return absl::StrCat("wrong byte at ", i);
-    }
-  }
-  return "";
 }
 
 class HttpLimitsE2ETest : public ::testing::Test {
@@ -369,18 +339,18 @@ TEST_F(HttpLimitsE2ETest, SteadyAndFastBodiesAreNeverCut) {
                    absl::StrCat("--max_inflight_bytes=", 1024 * kMiB), "--buffer_cache_bytes=0"}));
   // 64 MiB at loopback speed, with a Content-Length and chunked.
   const int64_t n = 64 * kMiB;
-  const InferBody big = ReverseBody(n);
+  const ReverseInfer big = ReverseInferBody(n);
   for (int64_t chunk : {int64_t{0}, 4 * kMiB}) {
     SCOPED_TRACE(chunk);
     HttpPostOptions options;
     options.headers = big.headers;
     options.chunk_bytes = chunk;
-    EXPECT_EQ(CheckReversed(HttpPost(port_, kInfer, big.body, options), n), "");
+    EXPECT_EQ(CheckReversedInfer(HttpPost(port_, kInfer, big.body, options), n), "");
   }
   // 3 MiB at a steady 1.5 MiB/s at most (150 KiB every 100 ms): above the
   // rate in every window, though it takes 2 s, two windows.
   const int64_t m = 3 * kMiB;
-  const InferBody steady = ReverseBody(m);
+  const ReverseInfer steady = ReverseInferBody(m);
   RawClient c(port_);
   ASSERT_TRUE(c.Send(absl::StrCat("POST ", kInfer, " HTTP/1.1\r\nHost: x\r\n", steady.headers,
                                   "Content-Length: ", steady.body.size(), "\r\n\r\n")));

@@ -34,9 +34,12 @@
 namespace tensorops {
 namespace {
 
+using ::tensorops::testing::CheckReversedInfer;
 using ::tensorops::testing::HttpPost;
 using ::tensorops::testing::HttpPostAnswer;
 using ::tensorops::testing::HttpPostOptions;
+using ::tensorops::testing::ReverseInfer;
+using ::tensorops::testing::ReverseInferBody;
 using ::tensorops::testing::ScrapeSample;
 using ::tensorops::testing::ServerProcess;
 using ::testing::HasSubstr;
@@ -44,42 +47,6 @@ using ::testing::HasSubstr;
 constexpr int64_t kMiB = int64_t{1} << 20;
 constexpr int64_t kBudget = 32 * kMiB;  // --max_inflight_bytes
 constexpr const char* kInfer = "/v2/models/Reverse/infer";
-
-uint8_t Value(int64_t i) { return static_cast<uint8_t>((i * 0x9E3779B1ull) >> 23); }
-
-// A binary infer of Reverse (axis 0) over `n` UINT8 values, output binary:
-// the body and its Inference-Header-Content-Length line.
-struct InferBody {
-  std::string body;
-  std::string headers;
-};
-InferBody ReverseBody(int64_t n) {
-  const std::string json =
-      absl::StrCat(R"({"inputs":[{"name":"data","shape":[)", n,
-                   R"(],"datatype":"UINT8","parameters":{"binary_data_size":)", n,
-                   R"(}},{"name":"axis","shape":[1],"datatype":"INT64","data":[0]}],)",
-                   R"("parameters":{"mode":"index","binary_data_output":true}})");
-  InferBody b;
-  b.body.reserve(json.size() + static_cast<size_t>(n));
-  b.body = json;
-  for (int64_t i = 0; i < n; ++i) b.body.push_back(static_cast<char>(Value(i)));
-  b.headers = absl::StrCat("Inference-Header-Content-Length: ", json.size(), "\r\n");
-  return b;
-}
-
-// Empty when `a` is a 200 whose binary output is the reversed input.
-std::string CheckReversed(const HttpPostAnswer& a, int64_t n) {
-  if (a.status != 200) return absl::StrCat("status ", a.status, " ", a.error, " ", a.body);
-  int64_t json = 0;
-  if (!absl::SimpleAtoi(a.Field("Inference-Header-Content-Length"), &json)) return "no json length";
-  if (static_cast<int64_t>(a.body.size()) != json + n) return "wrong size";
-  for (int64_t i = 0; i < n; ++i) {
-    if (static_cast<uint8_t>(a.body[json + i]) != Value(n - 1 - i)) {
-      return absl::StrCat("wrong byte at ", i);
-    }
-  }
-  return "";
-}
 
 // A socket to the HTTP port that sends what it is told and nothing more.
 class RawClient {
@@ -173,10 +140,10 @@ TEST_F(RestAdmissionE2ETest, DeclaredLengthOverTheBudgetIsRefusedBeforeTheBody) 
   EXPECT_EQ(b.status, 503) << b.error;
   EXPECT_THAT(b.body, HasSubstr("--max_inflight_bytes"));
   EXPECT_EQ(WaitInflightBytes(0), 0);
-  const InferBody ok = ReverseBody(1 * kMiB);
+  const ReverseInfer ok = ReverseInferBody(1 * kMiB);
   HttpPostOptions with_header;
   with_header.headers = ok.headers;
-  EXPECT_EQ(CheckReversed(HttpPost(port_, kInfer, ok.body, with_header), 1 * kMiB), "");
+  EXPECT_EQ(CheckReversedInfer(HttpPost(port_, kInfer, ok.body, with_header), 1 * kMiB), "");
 }
 
 TEST_F(RestAdmissionE2ETest, ABodyArrivingHoldsItsBytesAndGivesThemBackWhenItsClientLeaves) {
@@ -206,13 +173,13 @@ TEST_F(RestAdmissionE2ETest, ABodyArrivingHoldsItsBytesAndGivesThemBackWhenItsCl
   // Content-Length and chunked; the reservation became its ticket and the
   // ticket goes back with the answer.
   const int64_t n = 8 * kMiB;
-  const InferBody infer = ReverseBody(n);
+  const ReverseInfer infer = ReverseInferBody(n);
   for (int64_t chunk : {int64_t{0}, int64_t{1} << 20, int64_t{777}}) {
     SCOPED_TRACE(absl::StrCat("chunk_bytes ", chunk));
     HttpPostOptions o;
     o.headers = infer.headers;
     o.chunk_bytes = chunk;
-    EXPECT_EQ(CheckReversed(HttpPost(port_, kInfer, infer.body, o), n), "");
+    EXPECT_EQ(CheckReversedInfer(HttpPost(port_, kInfer, infer.body, o), n), "");
     EXPECT_EQ(WaitInflightBytes(0), 0);
   }
 }
@@ -263,7 +230,7 @@ TEST_F(RestAdmissionE2ETest, ARefusedInferIsCountedAsARefusedModelInferIs) {
                                                   "--threads=2", "--auth_token_file=" + token_file})
                   .ok());
   port_ = server_->http_port();
-  const InferBody b = ReverseBody(16);
+  const ReverseInfer b = ReverseInferBody(16);
   HttpPostOptions none;
   none.headers = b.headers;
   HttpPostOptions wrong = none;
@@ -279,7 +246,7 @@ TEST_F(RestAdmissionE2ETest, ARefusedInferIsCountedAsARefusedModelInferIs) {
     EXPECT_THAT(a.body, HasSubstr(message));
   }
   EXPECT_EQ(HttpPost(port_, "/v2/repository/index", "", none).status, 401);
-  EXPECT_EQ(CheckReversed(HttpPost(port_, kInfer, b.body, right), 16), "");
+  EXPECT_EQ(CheckReversedInfer(HttpPost(port_, kInfer, b.body, right), 16), "");
   auto count = [&](const char* code) {
     return ScrapeSample(server_->metrics_port(), "tensorops_requests_total",
                         {{"method", "REST"}, {"op", "Reverse"}, {"code", code}});

@@ -201,4 +201,33 @@ HttpPostAnswer HttpPost(int port, const std::string& path, absl::string_view bod
   return answer;
 }
 
+uint8_t ReverseInputByte(int64_t i) { return static_cast<uint8_t>((i * 0x9E3779B1ull) >> 23); }
+
+ReverseInfer ReverseInferBody(int64_t n) {
+  const std::string json =
+      absl::StrCat(R"({"inputs":[{"name":"data","shape":[)", n,
+                   R"(],"datatype":"UINT8","parameters":{"binary_data_size":)", n,
+                   R"(}},{"name":"axis","shape":[1],"datatype":"INT64","data":[0]}],)",
+                   R"("parameters":{"mode":"index","binary_data_output":true}})");
+  ReverseInfer b;
+  b.body.reserve(json.size() + static_cast<size_t>(n));
+  b.body = json;
+  for (int64_t i = 0; i < n; ++i) b.body.push_back(static_cast<char>(ReverseInputByte(i)));
+  b.headers = absl::StrCat("Inference-Header-Content-Length: ", json.size(), "\r\n");
+  return b;
+}
+
+std::string CheckReversedInfer(const HttpPostAnswer& a, int64_t n) {
+  if (a.status != 200) return absl::StrCat("status ", a.status, " ", a.error, " ", a.body);
+  int64_t json = 0;
+  if (!absl::SimpleAtoi(a.Field("Inference-Header-Content-Length"), &json)) return "no json length";
+  if (static_cast<int64_t>(a.body.size()) != json + n) return "wrong size";
+  for (int64_t i = 0; i < n; ++i) {
+    if (static_cast<uint8_t>(a.body[json + i]) != ReverseInputByte(n - 1 - i)) {
+      return absl::StrCat("wrong byte at ", i);
+    }
+  }
+  return "";
+}
+
 }  // namespace tensorops::testing

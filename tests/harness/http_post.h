@@ -40,6 +40,19 @@ struct HttpPostAnswer {
 HttpPostAnswer HttpPost(int port, const std::string& path, absl::string_view body,
                         const HttpPostOptions& options = {});
 
+// A binary infer of Reverse (axis 0) over `n` UINT8 values whose output is
+// asked for binary: `body` for HttpPost and its Inference-Header-Content-Length
+// line for HttpPostOptions' extra headers. The values are ReverseInputByte(i).
+struct ReverseInfer {
+  std::string body;
+  std::string headers;
+};
+ReverseInfer ReverseInferBody(int64_t n);
+uint8_t ReverseInputByte(int64_t i);
+// Empty when `a` is a 200 whose binary output is ReverseInferBody(n)'s input
+// reversed; else what is wrong.
+std::string CheckReversedInfer(const HttpPostAnswer& a, int64_t n);
+
 }  // namespace tensorops::testing
 
 #endif  // TENSOROPS_TESTS_HARNESS_HTTP_POST_H_
