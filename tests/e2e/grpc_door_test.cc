@@ -21,6 +21,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
+#include "tests/harness/checked_roll.h"
 #include "tests/harness/http_get.h"
 #include "tests/harness/raw_h2.h"
 #include "tests/harness/server_process.h"
@@ -38,41 +39,15 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 
 // A Roll call whose answer is checked: OK only when the reply is right.
 grpc::Status SmallCall(const std::shared_ptr<grpc::Channel>& channel, int timeout_ms) {
-  v1::ExecuteRequest req;
-  req.set_op("Roll");
-  v1::Tensor* data = req.add_inputs();
-  data->set_dtype(v1::DATA_TYPE_INT32);
-  data->add_shape(4);
-  data->add_shape(3);
-  for (int v = 1; v <= 12; ++v) data->add_int32_data(v);
-  for (const std::vector<int64_t>& values : {std::vector<int64_t>{-1, 2}, {0, 1}}) {
-    v1::Tensor* t = req.add_inputs();
-    t->set_dtype(v1::DATA_TYPE_INT64);
-    t->add_shape(2);
-    for (int64_t v : values) t->add_int64_data(v);
-  }
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
   v1::ExecuteResponse resp;
-  grpc::Status st = v1::TensorOps::NewStub(channel)->Execute(&ctx, req, &resp);
-  if (!st.ok()) return st;
-  const std::vector<int32_t> want = {5, 6, 4, 8, 9, 7, 11, 12, 10, 2, 3, 1};
-  if (resp.outputs_size() != 1 ||
-      std::vector<int32_t>(resp.outputs(0).int32_data().begin(),
-                           resp.outputs(0).int32_data().end()) != want) {
+  grpc::Status st =
+      v1::TensorOps::NewStub(channel)->Execute(&ctx, testing::CheckedRollRequest(), &resp);
+  if (st.ok() && !testing::IsCheckedRollAnswer(resp)) {
     return grpc::Status(grpc::StatusCode::DATA_LOSS, "wrong reply");
   }
   return st;
-}
-
-int OpenFds(pid_t pid) {
-  int n = 0;
-  std::error_code ec;
-  for (auto it = std::filesystem::directory_iterator(absl::StrCat("/proc/", pid, "/fd"), ec);
-       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    ++n;
-  }
-  return n;
 }
 
 // A script that runs the server under an RLIMIT_NOFILE of `nofile` (soft
@@ -130,10 +105,10 @@ int ClosedByServer(std::vector<RawH2Connection>& conns) {
 }
 
 // Waits until the server holds at most `fds` descriptors (up to 10 s).
-bool WaitFdsAtMost(pid_t pid, int fds) {
+bool WaitFdsAtMost(const testing::ServerProcess& server, int fds) {
   const auto deadline = Clock::now() + std::chrono::seconds(10);
   while (Clock::now() < deadline) {
-    if (OpenFds(pid) <= fds) return true;
+    if (server.OpenFds() <= fds) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return false;
@@ -149,7 +124,7 @@ TEST(GrpcDoorTest, AcceptsAgainAfterEmfile) {
   auto first = testing::NewTestChannel(server->address());
   ASSERT_TRUE(SmallCall(first, 5000).ok());
   first.reset();
-  const int idle_fds = OpenFds(server->pid());
+  const int idle_fds = server->OpenFds();
 
   std::vector<RawH2Connection> flood = OpenIdle(server->port(), 400);
   ASSERT_EQ(flood.size(), 400u);
@@ -158,10 +133,10 @@ TEST(GrpcDoorTest, AcceptsAgainAfterEmfile) {
   // connection).
   const int closed = ClosedByServer(flood);
   EXPECT_GT(closed, 50) << "no connection was closed for want of descriptors";
-  EXPECT_GE(OpenFds(server->pid()), 290);
+  EXPECT_GE(server->OpenFds(), 290);
 
   flood.clear();
-  ASSERT_TRUE(WaitFdsAtMost(server->pid(), idle_fds + 5)) << OpenFds(server->pid());
+  ASSERT_TRUE(WaitFdsAtMost(*server, idle_fds + 5)) << server->OpenFds();
   const auto t0 = Clock::now();
   const grpc::Status st = SmallCall(testing::NewTestChannel(server->address()), 5000);
   EXPECT_TRUE(st.ok()) << st.error_code() << " " << st.error_message();
@@ -184,13 +159,13 @@ TEST(GrpcDoorTest, DerivedCapKeepsDescriptorsFree) {
   LimitedServer script(300);
   auto server = testing::StartTestServer(script.path(), {});
   ASSERT_NE(server, nullptr);
-  const int idle_fds = OpenFds(server->pid());
+  const int idle_fds = server->OpenFds();
   std::vector<RawH2Connection> flood = OpenIdle(server->port(), 200);
   ASSERT_EQ(flood.size(), 200u);
   EXPECT_EQ(ClosedByServer(flood), 200 - 118);
   EXPECT_EQ(testing::ScrapeSample(server->metrics_port(), "tensorops_grpc_connections"), 118);
   EXPECT_EQ(Refused(*server, "cap"), 200 - 118);
-  EXPECT_LT(OpenFds(server->pid()), 300 - 50);
+  EXPECT_LT(server->OpenFds(), 300 - 50);
   // At the cap a new caller fails at once (a retrying client or balancer
   // goes elsewhere).
   const auto t0 = Clock::now();
@@ -198,7 +173,7 @@ TEST(GrpcDoorTest, DerivedCapKeepsDescriptorsFree) {
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE) << refused.error_message();
   EXPECT_LT(Seconds(Clock::now() - t0), 2.0);
   flood.clear();
-  ASSERT_TRUE(WaitFdsAtMost(server->pid(), idle_fds + 5)) << OpenFds(server->pid());
+  ASSERT_TRUE(WaitFdsAtMost(*server, idle_fds + 5)) << server->OpenFds();
   EXPECT_TRUE(SmallCall(testing::NewTestChannel(server->address()), 5000).ok());
   EXPECT_EQ(Refused(*server, "emfile"), 0);
 }

@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
+#include "tests/harness/checked_roll.h"
 #include "tests/harness/http_get.h"
 #include "tests/harness/raw_h2.h"
 #include "tests/harness/server_process.h"
@@ -39,33 +40,6 @@ constexpr int kStreamsPerHog = 1000;
 constexpr auto kQuiet = std::chrono::seconds(5);
 constexpr auto kFlood = std::chrono::seconds(20);
 
-int OpenFds(pid_t pid) {
-  int n = 0;
-  std::error_code ec;
-  for (auto it = std::filesystem::directory_iterator(absl::StrCat("/proc/", pid, "/fd"), ec);
-       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    ++n;
-  }
-  return n;
-}
-
-v1::ExecuteRequest RollRequest() {
-  v1::ExecuteRequest req;
-  req.set_op("Roll");
-  v1::Tensor* data = req.add_inputs();
-  data->set_dtype(v1::DATA_TYPE_INT32);
-  data->add_shape(4);
-  data->add_shape(3);
-  for (int v = 1; v <= 12; ++v) data->add_int32_data(v);
-  for (const std::vector<int64_t>& values : {std::vector<int64_t>{-1, 2}, {0, 1}}) {
-    v1::Tensor* t = req.add_inputs();
-    t->set_dtype(v1::DATA_TYPE_INT64);
-    t->add_shape(2);
-    for (int64_t v : values) t->add_int64_data(v);
-  }
-  return req;
-}
-
 // Calls until `stop`; records each call's seconds and counts failures
 // (anything but OK with the right reply). `fresh`: a new channel, and so a
 // new connection, for every call.
@@ -76,8 +50,7 @@ struct Caller {
   std::string first_failure;
 
   void Run(const std::string& address, const std::atomic<bool>& stop) {
-    const v1::ExecuteRequest req = RollRequest();
-    const std::vector<int32_t> want = {5, 6, 4, 8, 9, 7, 11, 12, 10, 2, 3, 1};
+    const v1::ExecuteRequest req = testing::CheckedRollRequest();
     std::shared_ptr<grpc::Channel> channel = testing::NewTestChannel(address);
     while (!stop.load()) {
       if (fresh) channel = testing::NewTestChannel(address);
@@ -88,9 +61,7 @@ struct Caller {
       const auto t0 = Clock::now();
       const grpc::Status st = stub->Execute(&ctx, req, &resp);
       seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-      const bool right = st.ok() && resp.outputs_size() == 1 &&
-                         std::vector<int32_t>(resp.outputs(0).int32_data().begin(),
-                                              resp.outputs(0).int32_data().end()) == want;
+      const bool right = st.ok() && testing::IsCheckedRollAnswer(resp);
       if (!right) {
         if (failures++ == 0) {
           first_failure = absl::StrCat(st.error_code(), " ", st.error_message());
@@ -186,7 +157,7 @@ TEST(GrpcFloodTest, OrdinaryCallersKeepGettingAnswers) {
   ASSERT_NE(server, nullptr);
   const std::string address = server->address();
   RunCallers(address, std::chrono::seconds(1));  // warm up
-  const int idle_fds = OpenFds(server->pid());
+  const int idle_fds = server->OpenFds();
   const Phase quiet = RunCallers(address, kQuiet);
   ASSERT_EQ(quiet.failures, 0) << quiet.first_failure;
   const int64_t rss_before_kib = server->StatusKiB("VmRSS:");
@@ -223,8 +194,8 @@ TEST(GrpcFloodTest, OrdinaryCallersKeepGettingAnswers) {
   std::vector<std::unique_ptr<StreamHog>> hogs;
   for (int i = 0; i < 2; ++i) hogs.push_back(std::make_unique<StreamHog>(address, kStreamsPerHog));
   std::printf("flood set up in %.1f s; server fds %d (idle %d)\n",
-              std::chrono::duration<double>(Clock::now() - flood_start).count(),
-              OpenFds(server->pid()), idle_fds);
+              std::chrono::duration<double>(Clock::now() - flood_start).count(), server->OpenFds(),
+              idle_fds);
   EXPECT_GE(testing::ScrapeSample(server->metrics_port(), "tensorops_grpc_connections"),
             kIdleConnections);
 
@@ -262,7 +233,7 @@ TEST(GrpcFloodTest, OrdinaryCallersKeepGettingAnswers) {
   idle.clear();
   int fds = 0;
   for (int i = 0; i < 100; ++i) {
-    fds = OpenFds(server->pid());
+    fds = server->OpenFds();
     if (fds <= idle_fds + 5) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }

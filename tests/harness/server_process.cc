@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -152,6 +153,17 @@ int ServerProcess::WaitForExit(int timeout_ms) {
   pid_ = -1;
   CloseStdout();
   return status;
+}
+
+int ServerProcess::OpenFds() const {
+  if (pid_ <= 0) return -1;
+  int n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(absl::StrCat("/proc/", pid_, "/fd"), ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++n;
+  }
+  return n;
 }
 
 int64_t ServerProcess::StatusKiB(const std::string& field) const {

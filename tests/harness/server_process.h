@@ -53,6 +53,8 @@ class ServerProcess {
   // A size field of /proc/PID/status in KiB ("VmRSS:", "VmHWM:"), or -1 when
   // the server is not running or has no such field.
   int64_t StatusKiB(const std::string& field) const;  // -1 if the server printed none
+  // Descriptors the server holds now (/proc/PID/fd); -1 when it is not running.
+  int OpenFds() const;
   pid_t pid() const { return pid_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
 
