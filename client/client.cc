@@ -90,7 +90,7 @@ std::string ServiceConfigJson(const ClientOptions& options) {
                     "\"maxAttempts\":", r.max_attempts, ",\"initialBackoff\":\"",
                     Seconds(r.initial_backoff), "\",\"maxBackoff\":\"", Seconds(r.max_backoff),
                     "\",\"backoffMultiplier\":", absl::StrFormat("%g", r.backoff_multiplier),
-                    ",\"retryableStatusCodes\":[\"UNAVAILABLE\"]}}]");
+                    ",\"retryableStatusCodes\":[\"UNAVAILABLE\",\"RESOURCE_EXHAUSTED\"]}}]");
   }
   json += "}";
   return json;
@@ -490,11 +490,13 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& opti
   // Kept on without a retry policy too: gRPC's transparent retries resend
   // only calls no server saw (a load balancer's REFUSED_STREAM at a
   // replica's kill -9 ended 8 of 22,236 calls UNAVAILABLE with them off).
+  // The retry buffer holds a call's messages until it commits: a call over
+  // it cannot be resent, not even transparently, so it is set with retries
+  // off too (gRPC's default, 256 KiB, left 1-4 MiB calls refused by the
+  // balancer unsent).
   args.SetInt(GRPC_ARG_ENABLE_RETRIES, 1);
-  if (options.retry.enabled) {
-    args.SetInt(GRPC_ARG_PER_RPC_RETRY_BUFFER_SIZE,
-                static_cast<int>(std::min<int64_t>(options.retry.max_buffered_bytes, INT32_MAX)));
-  }
+  args.SetInt(GRPC_ARG_PER_RPC_RETRY_BUFFER_SIZE,
+              static_cast<int>(std::min<int64_t>(options.retry.max_buffered_bytes, INT32_MAX)));
   auto impl = std::make_shared<Impl>();
   impl->options = options;
   if (!options.bearer_token.empty()) impl->authorization = "Bearer " + options.bearer_token;

@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -39,19 +41,39 @@ constexpr absl::Duration kConnectionsCloseWait = absl::Seconds(2);
 // Set once a drain has shut a listener down (Shutdown, step 3).
 std::atomic<bool> g_listeners_shut{false};
 
-// gRPC's own log lines (errors only, unless GRPC_VERBOSITY says otherwise) in
-// the server's format. One line is dropped: the "Failed accept4" of gRPC's
-// accept loop when the drain has shut the listener down, which is the drain
-// working, not an error.
+// Set when GRPC_VERBOSITY is not: gRPC then logs at INFO and GrpcLog keeps
+// only the INFO lines in kGrpcInfoKept.
+std::atomic<bool> g_grpc_info_filtered{false};
+
+// gRPC's INFO lines worth an operator's eye at the default verbosity: a
+// peer's GOAWAY with an error code (gRPC logs it at INFO, whatever tracing
+// says: a balancer aborting its connection to this replica, say HAProxy's
+// INTERNAL_ERROR of issue 36, whose streams then fail) and a keepalive
+// watchdog closing a connection. The rest of INFO is gRPC's chatter.
+constexpr const char* kGrpcInfoKept[] = {"Got goaway", "Keepalive watchdog fired"};
+
+// gRPC's own log lines (errors, and the INFO lines above, unless
+// GRPC_VERBOSITY says otherwise) in the server's format. One line is
+// dropped: the "Failed accept4" of gRPC's accept loop when the drain has
+// shut the listener down, which is the drain working, not an error.
 void GrpcLog(gpr_log_func_args* args) {
-  if (g_listeners_shut.load(std::memory_order_relaxed) &&
-      std::strstr(args->message, "Failed accept4") != nullptr) {
-    return;
+  LogLevel level = LogLevel::kInfo;
+  if (args->severity == GPR_LOG_SEVERITY_ERROR) {
+    if (g_listeners_shut.load(std::memory_order_relaxed) &&
+        std::strstr(args->message, "Failed accept4") != nullptr) {
+      return;
+    }
+    level = LogLevel::kError;
+  } else if (g_grpc_info_filtered.load(std::memory_order_relaxed)) {
+    const auto kept = [args](const char* text) {
+      return std::strstr(args->message, text) != nullptr;
+    };
+    if (std::none_of(std::begin(kGrpcInfoKept), std::end(kGrpcInfoKept), kept)) return;
+    level = LogLevel::kWarning;
   }
   const char* slash = std::strrchr(args->file, '/');
-  Log(args->severity == GPR_LOG_SEVERITY_ERROR ? LogLevel::kError : LogLevel::kInfo,
-      absl::StrCat("grpc ", slash != nullptr ? slash + 1 : args->file, ":", args->line, ": ",
-                   args->message));
+  Log(level, absl::StrCat("grpc ", slash != nullptr ? slash + 1 : args->file, ":", args->line, ": ",
+                          args->message));
 }
 
 absl::StatusOr<std::string> ReadPemFile(const std::string& flag, const std::string& path) {
@@ -266,6 +288,10 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
   s->inference_service_ = std::make_unique<InferenceService>(s->pipeline_.get(), s->oip_.get());
 
   gpr_set_log_function(&GrpcLog);  // process-wide
+  if (std::getenv("GRPC_VERBOSITY") == nullptr) {
+    g_grpc_info_filtered.store(true);
+    gpr_set_log_verbosity(GPR_LOG_SEVERITY_INFO);
+  }
   // Both are process-wide switches read by the next ServerBuilder.
   grpc::EnableDefaultHealthCheckService(true);
   // Explicit init: with --as-needed the reflection library's static

@@ -2,6 +2,9 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
+#include "wire/status_details.h"
+
 namespace tensorops {
 namespace {
 
@@ -55,12 +58,25 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (code < 0 || code > static_cast<int>(grpc::StatusCode::UNAUTHENTICATED)) {
     return grpc::Status(grpc::StatusCode::UNKNOWN, std::string(status.message()));
   }
-  return grpc::Status(static_cast<grpc::StatusCode>(code), std::string(status.message()));
+  return grpc::Status(static_cast<grpc::StatusCode>(code), std::string(status.message()),
+                      EncodeStatusDetails(status));
+}
+
+grpc::Status ToGrpcStatus(const absl::Status& status, grpc::ServerContextBase* ctx) {
+  if (const std::optional<absl::Duration> delay = RetryDelay(status); delay.has_value()) {
+    ctx->AddTrailingMetadata("grpc-retry-pushback-ms",
+                             absl::StrCat(absl::ToInt64Milliseconds(*delay)));
+  } else if (status.code() == absl::StatusCode::kResourceExhausted) {
+    ctx->AddTrailingMetadata("grpc-retry-pushback-ms", "-1");
+  }
+  return ToGrpcStatus(status);
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+  return DecodeStatusDetails(
+      absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message()),
+      status.error_details());
 }
 
 }  // namespace tensorops

@@ -1,17 +1,47 @@
 #include "server/core/admission.h"
 
+#include <map>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "wire/status_details.h"
 
 namespace tensorops {
+namespace {
+
+// When a refused caller may come back (google.rpc.RetryInfo, REST's
+// Retry-After, gRPC's retry pushback). A queue slot frees when a kernel
+// finishes (a 16 MiB op takes a few ms); bytes free when a reply has left,
+// which for a big call is the client's download: longer.
+constexpr absl::Duration kQueueRetryDelay = absl::Milliseconds(50);
+constexpr absl::Duration kBytesRetryDelay = absl::Milliseconds(100);
+// A draining replica: the caller should go to another one at once (a
+// balancer in front, or the SDK's next address).
+constexpr absl::Duration kDrainRetryDelay = absl::Milliseconds(0);
+
+// A refusal that waiting cures: when to come back, and which budget.
+absl::Status Retryable(absl::Status s, absl::Duration delay, absl::string_view reason,
+                       std::map<std::string, std::string> metadata) {
+  return WithErrorInfo(WithRetryInfo(std::move(s), delay), reason, metadata);
+}
+
+}  // namespace
+
+absl::Status DrainingError(absl::string_view message) {
+  return Retryable(absl::UnavailableError(message), kDrainRetryDelay, "DRAINING", {});
+}
 
 absl::Status AdmissionController::CheckQueue(Limit* limit) const {
   if (queued_ >= max_queue_) {
     *limit = Limit::kQueue;
-    return absl::ResourceExhaustedError(absl::StrCat("server queue is full (", queued_,
-                                                     " requests waiting, --max_queue=", max_queue_,
-                                                     "); retry later"));
+    return Retryable(absl::ResourceExhaustedError(absl::StrCat(
+                         "server queue is full (", queued_,
+                         " requests waiting, --max_queue=", max_queue_, "); retry later")),
+                     kQueueRetryDelay, "QUEUE_FULL",
+                     {{"flag", "--max_queue"},
+                      {"limit", absl::StrCat(max_queue_)},
+                      {"in_use", absl::StrCat(queued_)}});
   }
   return absl::OkStatus();
 }
@@ -20,17 +50,26 @@ absl::Status AdmissionController::CheckBytes(int64_t bytes, Limit* limit) const 
   // A request alone larger than the budget could never run: say so plainly.
   if (bytes > max_inflight_bytes_) {
     *limit = Limit::kInflightBytes;
-    return absl::ResourceExhaustedError(
-        absl::StrCat("request needs ", bytes,
-                     " bytes (request + response), more than the in-flight budget "
-                     "--max_inflight_bytes=",
-                     max_inflight_bytes_));
+    return WithErrorInfo(absl::ResourceExhaustedError(absl::StrCat(
+                             "request needs ", bytes,
+                             " bytes (request + response), more than the in-flight budget "
+                             "--max_inflight_bytes=",
+                             max_inflight_bytes_)),
+                         "REQUEST_OVER_INFLIGHT_BUDGET",
+                         {{"flag", "--max_inflight_bytes"},
+                          {"limit", absl::StrCat(max_inflight_bytes_)},
+                          {"request_bytes", absl::StrCat(bytes)}});
   }
   if (bytes_ + bytes > max_inflight_bytes_) {
     *limit = Limit::kInflightBytes;
-    return absl::ResourceExhaustedError(
-        absl::StrCat("in-flight byte budget exhausted (", bytes_, " of --max_inflight_bytes=",
-                     max_inflight_bytes_, " in use, request needs ", bytes, "); retry later"));
+    return Retryable(absl::ResourceExhaustedError(absl::StrCat(
+                         "in-flight byte budget exhausted (", bytes_, " of --max_inflight_bytes=",
+                         max_inflight_bytes_, " in use, request needs ", bytes, "); retry later")),
+                     kBytesRetryDelay, "INFLIGHT_BYTES_EXHAUSTED",
+                     {{"flag", "--max_inflight_bytes"},
+                      {"limit", absl::StrCat(max_inflight_bytes_)},
+                      {"in_use", absl::StrCat(bytes_)},
+                      {"request_bytes", absl::StrCat(bytes)}});
   }
   return absl::OkStatus();
 }
@@ -38,22 +77,32 @@ absl::Status AdmissionController::CheckBytes(int64_t bytes, Limit* limit) const 
 absl::Status AdmissionController::CheckGrowth(int64_t held, int64_t bytes, Limit* limit) const {
   if (bytes > max_inflight_bytes_) {
     *limit = Limit::kInflightBytes;
-    return absl::ResourceExhaustedError(absl::StrCat("request needs ", bytes,
-                                                     " bytes, more than the in-flight budget ",
-                                                     "--max_inflight_bytes=", max_inflight_bytes_));
+    return WithErrorInfo(absl::ResourceExhaustedError(absl::StrCat(
+                             "request needs ", bytes, " bytes, more than the in-flight budget ",
+                             "--max_inflight_bytes=", max_inflight_bytes_)),
+                         "REQUEST_OVER_INFLIGHT_BUDGET",
+                         {{"flag", "--max_inflight_bytes"},
+                          {"limit", absl::StrCat(max_inflight_bytes_)},
+                          {"request_bytes", absl::StrCat(bytes)}});
   }
   // Only what is not held yet is new to the budget.
   if (bytes_ + (bytes - held) > max_inflight_bytes_) {
     *limit = Limit::kInflightBytes;
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "in-flight byte budget exhausted (", bytes_, " of --max_inflight_bytes=",
-        max_inflight_bytes_, " in use, request needs ", bytes - held, " more); retry later"));
+    return Retryable(absl::ResourceExhaustedError(absl::StrCat(
+                         "in-flight byte budget exhausted (", bytes_,
+                         " of --max_inflight_bytes=", max_inflight_bytes_,
+                         " in use, request needs ", bytes - held, " more); retry later")),
+                     kBytesRetryDelay, "INFLIGHT_BYTES_EXHAUSTED",
+                     {{"flag", "--max_inflight_bytes"},
+                      {"limit", absl::StrCat(max_inflight_bytes_)},
+                      {"in_use", absl::StrCat(bytes_)},
+                      {"request_bytes", absl::StrCat(bytes - held)}});
   }
   return absl::OkStatus();
 }
 
 absl::Status AdmissionController::CheckOpen() const {
-  if (closed_) return absl::UnavailableError("server is shutting down");
+  if (closed_) return DrainingError("server is shutting down");
   return absl::OkStatus();
 }
 

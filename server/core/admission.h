@@ -35,11 +35,18 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace tensorops {
 
 class AdmissionTicket;
+
+// UNAVAILABLE with `message` for a call refused because the server drains,
+// with google.rpc.RetryInfo (retry at once, elsewhere) and ErrorInfo
+// "DRAINING" (wire/status_details.h), as every refusal the server decides
+// itself carries its details.
+absl::Status DrainingError(absl::string_view message);
 
 class AdmissionController {
  public:

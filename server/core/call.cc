@@ -84,7 +84,7 @@ absl::Status CallPipeline::Gate(const CallContext& ctx) {
       return absl::UnauthenticatedError("invalid bearer token");
     }
   }
-  if (draining_.load()) return absl::UnavailableError("server is shutting down");
+  if (draining_.load()) return DrainingError("server is shutting down");
   return absl::OkStatus();
 }
 
@@ -212,7 +212,7 @@ absl::Status Call::CheckDrop(absl::Time now) {
   Metrics* metrics = pipeline_->metrics_;
   if (pipeline_->aborting_.load()) {
     metrics->RecordDropped(op_index_, Metrics::DropReason::kShutdown);
-    return absl::UnavailableError("server is shutting down; the request was not run");
+    return DrainingError("server is shutting down; the request was not run");
   }
   // Checked before IsCancelled: gRPC also cancels a call whose deadline passed.
   if (ctx_->deadline() < now) {

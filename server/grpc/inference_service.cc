@@ -29,7 +29,7 @@ grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* ctx, CallPipeline*
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   absl::Status status = pipeline->Gate(GrpcCallContext(ctx));
   if (status.ok()) status = fn();
-  reactor->Finish(ToGrpcStatus(status));
+  reactor->Finish(ToGrpcStatus(status, ctx));
   return reactor;
 }
 
@@ -113,7 +113,7 @@ class ModelStreamInferReactor final : public StreamReactor {
       case absl::StatusCode::kUnauthenticated:
       case absl::StatusCode::kUnavailable:
       case absl::StatusCode::kCancelled:
-        StreamReactor::Finish(ToGrpcStatus(status));
+        StreamReactor::Finish(ToGrpcStatus(status, ctx_));
         return;
       default:
         RespondError(status);

@@ -47,7 +47,7 @@ grpc::ServerUnaryReactor* TensorOpsService::ListOps(grpc::CallbackServerContext*
   } else if (gate.code() == absl::StatusCode::kUnauthenticated) {
     LogRequestError(absl::StatusCode::kUnauthenticated, "none", std::string(gate.message()));
   }
-  const grpc::Status status = ToGrpcStatus(gate);
+  const grpc::Status status = ToGrpcStatus(gate, ctx);
   pipeline_->metrics()->RecordListOps(gate.code(), absl::ToDoubleSeconds(absl::Now() - start));
   reactor->Finish(status);
   return reactor;

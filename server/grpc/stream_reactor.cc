@@ -44,7 +44,9 @@ class ExecuteStreamReactor final : public StreamReactor {
         ctx_(ctx),
         call_context_(ctx),
         call_(pipeline, CallMethod::kExecuteStream, &call_context_,
-              [this](const absl::Status& status) { StreamReactor::Finish(ToGrpcStatus(status)); }) {
+              [this](const absl::Status& status) {
+                StreamReactor::Finish(ToGrpcStatus(status, ctx_));
+              }) {
     if (absl::Status s = call_.Open(); !s.ok()) {
       End(s);
       return;

@@ -85,7 +85,7 @@ class UnaryCallAllocator final : public grpc::MessageAllocator<Request, Response
     const CallContext* call_context = &holder->call_context_.emplace(ctx);
     Call& call = holder->call_.emplace(
         pipeline, method, call_context,
-        [reactor](const absl::Status& s) { reactor->Finish(ToGrpcStatus(s)); });
+        [reactor, ctx](const absl::Status& s) { reactor->Finish(ToGrpcStatus(s, ctx)); });
     // The holder, and the Call in it, outlive the handler: gRPC releases it
     // only after the handler has returned and the RPC is complete.
     call.RunUnary(op, request_bytes, prepare, std::move(reply_bytes));

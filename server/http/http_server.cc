@@ -47,6 +47,7 @@
 #include "server/http/json_binding.h"
 #include "server/oip/oip_codec.h"
 #include "server/oip/oip_service.h"
+#include "wire/status_details.h"
 
 namespace tensorops {
 namespace {
@@ -57,6 +58,10 @@ namespace http = beast::http;
 using tcp = net::ip::tcp;
 
 using JsonOut = rapidjson::Writer<rapidjson::StringBuffer>;
+
+// Retry-After of the 503 at the connection cap: the longest-idle connection
+// is evicted for a new one, so the cap clears as soon as one goes idle.
+constexpr absl::Duration kConnectionCapRetryDelay = absl::Seconds(1);
 
 // Address space for a body of unknown length (chunked): reserved once at
 // the body limit with PROT_NONE (no memory, no commit charge) and made
@@ -316,8 +321,19 @@ HttpResponse JsonResponse(int status, std::string json) {
   return r;
 }
 
+// A refusal the server decided with a google.rpc.RetryInfo (admission,
+// drain: wire/status_details.h) tells the client when to come back, in
+// HTTP's whole seconds (RFC 9110 Retry-After), rounded up.
+void AddRetryAfter(std::optional<absl::Duration> delay, HttpResponse* r) {
+  if (!delay.has_value()) return;
+  r->headers.emplace_back("Retry-After",
+                          absl::StrCat(absl::ToInt64Seconds(absl::Ceil(*delay, absl::Seconds(1)))));
+}
+
 HttpResponse ErrorResponse(const absl::Status& status) {
-  return JsonResponse(HttpStatusOf(status), ErrorJson(status.message()));
+  HttpResponse r = JsonResponse(HttpStatusOf(status), ErrorJson(status.message()));
+  AddRetryAfter(RetryDelay(status), &r);
+  return r;
 }
 
 // Called once per request, on the connection's loop thread.
@@ -707,9 +723,11 @@ class Connection final : public ConnectionBase {
   void StartRefused() {
     if constexpr (!kTls) {
       linger_time_ = kRefusedLingerTime;
-      RefuseWith(503, absl::StrCat("the HTTP/REST port has its ", server_->options.max_connections,
-                                   " connections open and none idle (--http_max_connections); "
-                                   "retry later"));
+      RefuseWith(503,
+                 absl::StrCat("the HTTP/REST port has its ", server_->options.max_connections,
+                              " connections open and none idle (--http_max_connections); "
+                              "retry later"),
+                 kConnectionCapRetryDelay);
     }
   }
 
@@ -831,7 +849,7 @@ class Connection final : public ConnectionBase {
       // answer is 503 and the body is never taken.
       if (absl::Status s = parser_->get().body().ReserveExact(*parser_->content_length());
           !s.ok()) {
-        return RefuseWith(HttpStatusOf(s), std::string(s.message()));
+        return RefuseWith(HttpStatusOf(s), std::string(s.message()), RetryDelay(s));
       }
     }
     if (beast::iequals(header[http::field::expect], "100-continue")) {
@@ -914,6 +932,7 @@ class Connection final : public ConnectionBase {
   void Refuse(beast::error_code ec) {
     int status = 400;
     std::string why;
+    std::optional<absl::Duration> retry;
     if (timed_out_.has_value()) {
       server_->Record(*timed_out_);
       status = 408;
@@ -930,6 +949,7 @@ class Connection final : public ConnectionBase {
       const absl::Status& refusal = parser_->get().body().refusal();
       status = HttpStatusOf(refusal);
       why = std::string(refusal.message());
+      retry = RetryDelay(refusal);
     } else if (ec == http::error::body_limit) {
       status = 413;
       why = absl::StrCat("the request body is over the limit of ", server_->options.max_body_bytes,
@@ -944,12 +964,14 @@ class Connection final : public ConnectionBase {
     } else {
       return;  // end of stream, reset, write timeout, TLS truncation: close
     }
-    RefuseWith(status, why);
+    RefuseWith(status, why, retry);
   }
 
-  // Answers `status` with {"error": why} and closes after lingering: the
-  // body (if any) is not read, so the client may still be sending it.
-  void RefuseWith(int status, const std::string& why) {
+  // Answers `status` with {"error": why} (and Retry-After when `retry` says
+  // when to come back) and closes after lingering: the body (if any) is not
+  // read, so the client may still be sending it.
+  void RefuseWith(int status, const std::string& why,
+                  std::optional<absl::Duration> retry = std::nullopt) {
     Disarm();
     // What was read of the body and its reservation go back now, not when
     // the connection ends.
@@ -959,6 +981,7 @@ class Connection final : public ConnectionBase {
     head_ = false;
     linger_ = true;
     HttpResponse r = JsonResponse(status, ErrorJson(why));
+    AddRetryAfter(retry, &r);
     r.close = true;
     Send(std::move(r));
   }

@@ -6,12 +6,14 @@
 #include <complex>
 #include <cstring>
 #include <future>
+#include <map>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/harness/http_get.h"
+#include "tests/harness/kernel_gate.h"
 #include "tests/harness/server_process.h"
 
 namespace tensorops {
@@ -313,6 +315,109 @@ TEST_F(TwoServersTest, RetriesWhenOneServerStops) {
   for (int i = 0; i < 40; ++i) ok += CallOnce() ? 1 : 0;
   EXPECT_EQ(ok, 40);
   EXPECT_GE(RollCount(1), 40);
+}
+
+// A server's own refusal says when to come back (grpc-retry-pushback-ms,
+// google.rpc.RetryInfo): the SDK's retries wait that long, not their backoff.
+// The kernel gate keeps the queue full, so every attempt is refused.
+class RefusalRetryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(gate_.shut_ok());
+    ASSERT_TRUE(
+        server_
+            .Start(TENSOROPS_SERVER_PATH, {"--metrics_port=0", "--threads=1", "--max_queue=1",
+                                           "--inline_max_bytes=0", gate_.Flag()})
+            .ok());
+  }
+  void TearDown() override { gate_.Open(); }
+
+  std::unique_ptr<Client> NewClient(RetryPolicy retry) {
+    ClientOptions options;
+    options.target = server_.address();
+    options.retry = retry;
+    auto c = Client::Create(options);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? *std::move(c) : nullptr;
+  }
+
+  double Sample(const std::string& name, const std::map<std::string, std::string>& labels) {
+    auto body = testing::HttpGet(server_.metrics_port(), "/metrics");
+    if (!body.ok()) return -1;
+    auto v = testing::FindSample(*body, name, labels);
+    return v.ok() ? *v : 0;
+  }
+
+  bool WaitForGauge(const std::string& name, double want) {
+    for (int i = 0; i < 400 && Sample(name, {}) != want; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    return Sample(name, {}) == want;
+  }
+
+  testing::KernelGate gate_;
+  ServerProcess server_;
+};
+
+TEST_F(RefusalRetryTest, RetriesWaitForTheServersDelayNotTheBackoff) {
+  RetryPolicy slow;  // a backoff far longer than the server's delay
+  slow.max_attempts = 5;
+  slow.initial_backoff = std::chrono::seconds(5);
+  slow.max_backoff = std::chrono::seconds(5);
+  auto holder = NewClient(RetryPolicy{});
+  auto caller = NewClient(slow);
+  ASSERT_NE(holder, nullptr);
+  ASSERT_NE(caller, nullptr);
+  // One call held at the gate, one in the queue: the queue (1) is full.
+  auto held = std::async(std::launch::async, [&] {
+    return holder->Roll(Tensor(std::vector<int32_t>(1 << 16, 7), {256, 256}),
+                        Tensor::Scalar<int64_t>(1), Tensor::Scalar<int64_t>(0));
+  });
+  ASSERT_TRUE(WaitForGauge("tensorops_inflight_requests", 1));
+  auto queued = std::async(std::launch::async, [&] {
+    return holder->Roll(Tensor(k4x3, {4, 3}), Tensor::Scalar<int64_t>(1),
+                        Tensor::Scalar<int64_t>(0));
+  });
+  ASSERT_TRUE(WaitForGauge("tensorops_queue_depth", 1));
+
+  const auto t0 = std::chrono::steady_clock::now();
+  auto refused =
+      caller->Roll(Tensor(k4x3, {4, 3}), Tensor::Scalar<int64_t>(1), Tensor::Scalar<int64_t>(0));
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  gate_.Open();
+  EXPECT_TRUE(held.get().ok());
+  EXPECT_TRUE(queued.get().ok());
+
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("--max_queue=1"));
+  // The details reach the caller as payloads keyed by their type URL.
+  EXPECT_TRUE(refused.status().GetPayload("type.googleapis.com/google.rpc.RetryInfo").has_value());
+  EXPECT_TRUE(refused.status().GetPayload("type.googleapis.com/google.rpc.ErrorInfo").has_value());
+  // Five attempts, four waits of the server's 50 ms, not of the 5 s backoff.
+  EXPECT_EQ(Sample("tensorops_rejected_requests_total", {{"limit", "queue"}}), 5);
+  EXPECT_GE(ms, 4 * 50 * 0.9);
+  EXPECT_LT(ms, 4000);
+}
+
+TEST_F(RefusalRetryTest, RequestOverALimitIsNotRetried) {
+  gate_.Open();
+  ServerProcess small;
+  ASSERT_TRUE(
+      small.Start(TENSOROPS_SERVER_PATH, {"--metrics_port=0", "--max_inflight_bytes=100000"}).ok());
+  ClientOptions options;
+  options.target = small.address();
+  auto client = Client::Create(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto out = (*client)->Roll(Tensor(std::vector<int32_t>(1 << 16, 7), {256, 256}),
+                             Tensor::Scalar<int64_t>(1), Tensor::Scalar<int64_t>(0));
+  ASSERT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted) << out.status();
+  auto body = testing::HttpGet(small.metrics_port(), "/metrics");
+  ASSERT_TRUE(body.ok());
+  auto rejected = testing::FindSample(*body, "tensorops_rejected_requests_total",
+                                      {{"limit", "inflight_bytes"}});
+  ASSERT_TRUE(rejected.ok());
+  EXPECT_EQ(*rejected, 1);  // pushback -1: gRPC's retry policy stopped at once
 }
 
 }  // namespace

@@ -19,7 +19,16 @@
 #      replica exits 0 within its stop_grace_period, replicas 1 and 3 carry the
 #      load, `docker-compose start` brings it back to healthy and it serves
 #      calls again, and no call fails (calls, failures and p99 printed);
-#   7. `docker-compose down -v` leaves no container, volume or network.
+#   7. kill -9 of tensorops-3's server process (as an OOM kill or a crash)
+#      while the load driver with the SDK's defaults sends CONCURRENCY calls,
+#      a quarter of them 1-4 MiB Rolls (bigger than HAProxy resends itself,
+#      answered in many HTTP/2 frames): the replica comes back (its restart
+#      policy, or `docker-compose start`) and no call fails;
+#   8. the soak through the balancer (bench/stack_soak.py, STACK_SOAK_SECONDS,
+#      90 by default): small and 1-16 MiB Execute, streams, ModelInfer, REST,
+#      cancels and expiring deadlines from a stock client: no unexpected
+#      code, no wrong answer; the replicas' RSS printed;
+#   9. `docker-compose down -v` leaves no container, volume or network.
 # Uses only 127.0.0.1 (free ports) and the project's own container network;
 # removes what an earlier, interrupted run left behind before it starts, and
 # everything it made (but the images, kept as a cache) on exit.
@@ -343,7 +352,46 @@ sed 's/^/  /' "$W/driver-restart.out"
 log "restart under load: $(sed -n 's/^load_driver: window /window /p' "$W/driver-restart.out")"
 phase "stop/start tensorops-2 under load"
 
-# --- 7. down -v ---------------------------------------------------------------
+# --- 7. kill -9 tensorops-3 under load with 1-4 MiB calls -----------------------
+c3=$(cid tensorops-3)
+pid3=$(podman inspect --format '{{.State.Pid}}' "$c3")
+[ "${pid3:-0}" -gt 0 ] || fail "tensorops-3 has no process"
+"$DRIVER" --target "$LB" --threads "$CONCURRENCY" --sleep_us 0 --big_every 4 --marker "$W/marker9" \
+  --marker_after 500 --stop_file "$W/back9" --calls_after 1000 --max_seconds 240 \
+  >"$W/driver-kill.out" 2>&1 &
+DRIVER_PID=$!; PIDS+=($DRIVER_PID)
+marker9_or_dead() { [ -e "$W/marker9" ] || ! kill -0 "$DRIVER_PID"; }
+wait_for 60 "the first 500 calls of the load" marker9_or_dead
+[ -e "$W/marker9" ] || fail "load driver ended early: $(cat "$W/driver-kill.out")"
+kill -KILL "$pid3"
+log "kill -9 of tensorops-3's server (pid $pid3 on the host) under $CONCURRENCY callers, a quarter of their calls 1-4 MiB"
+restarted3() { [ "$(podman inspect --format '{{.State.Pid}}' "$(cid tensorops-3)")" -gt 0 ] 2>/dev/null \
+  && [ "$(podman inspect --format '{{.State.Pid}}' "$(cid tensorops-3)")" != "$pid3" ]; }
+for _ in $(seq 15); do restarted3 && break; sleep 1; done
+if ! restarted3; then
+  log "tensorops-3 not restarted by its policy within 15 s: docker-compose start tensorops-3"
+  compose start tensorops-3 >>"$W/compose.log" 2>&1 || fail "docker-compose start tensorops-3"
+fi
+wait_for 60 "tensorops-3 healthy again" is_healthy tensorops-3
+serving3() { [ "$(roll_ok 3)" -gt 0 ]; }   # its counters start at 0 in the new process
+wait_for 90 "tensorops-3 to serve calls through HAProxy again" serving3
+touch "$W/back9"
+rc=0; wait "$DRIVER_PID" || rc=$?
+sed 's/^/  /' "$W/driver-kill.out"
+[ $rc -eq 0 ] || fail "load driver (SDK defaults, 1-4 MiB calls): a call failed across the kill -9"
+log "kill -9 under load: no call failed; tensorops-3 serving again ($(roll_ok 3) Roll calls)"
+phase "kill -9 tensorops-3 under load"
+
+# --- 8. the soak through the balancer --------------------------------------------
+SOAK_PIDS=()
+for i in 1 2 3; do SOAK_PIDS+=(--pid "tensorops-$i=$(podman inspect --format '{{.State.Pid}}' "$(cid tensorops-$i)")"); done
+/usr/bin/python3 "$ROOT/bench/stack_soak.py" --grpc "$LB" --rest "127.0.0.1:$TENSOROPS_HTTP_PORT" \
+  --seconds "${STACK_SOAK_SECONDS:-90}" "${SOAK_PIDS[@]}" >"$W/stack-soak.out" 2>&1 \
+  || { tail -n 40 "$W/stack-soak.out"; fail "the soak through HAProxy saw an unexpected code or a wrong answer"; }
+sed -n '/calls in/,$p' "$W/stack-soak.out" | sed 's/^/  /'
+phase "soak through HAProxy"
+
+# --- 9. down -v ---------------------------------------------------------------
 log "docker-compose -f deploy/docker-compose.yml down -v"
 compose down -v >>"$W/compose.log" 2>&1 || fail "docker-compose down -v"
 STACK_UP=0

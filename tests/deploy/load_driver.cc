@@ -8,12 +8,19 @@
 //   load_driver --target 127.0.0.1:PORT [--threads 4] [--marker PATH --marker_after N]
 //               [--stop_file PATH --calls_after M] [--max_calls N] [--max_seconds S]
 //               [--window_file PATH] [--retries on|off]
+//               [--big_every N [--big_min_bytes B] [--big_max_bytes B]]
 //
 // Runs until --max_calls calls finished, or, with --stop_file, until that file
 // exists and --calls_after more calls finished after it appeared. After
 // --marker_after successful calls it creates --marker (the test then stops a
 // replica while the load goes on). Exit status 0 only if every call ended OK
 // with the right result and the run finished within --max_seconds.
+//
+// With --big_every N, every Nth call (by call id) rolls an INT32 tensor of
+// --big_min_bytes..--big_max_bytes (1-4 MiB by default) instead of the 3x8
+// one: such requests are larger than the balancer's buffer, so it cannot
+// resend them, and their answers span many HTTP/2 DATA frames (issue 36).
+// Every failed call is printed with its time and size.
 //
 // Prints the p50/p99/max latency of all calls (one call = the SDK's Roll,
 // retries included) and, with --window_file, of the calls that started inside
@@ -49,7 +56,10 @@ struct Options {
   double max_seconds = 40;
   int sleep_us = 1000;
   std::string window_file;
-  bool retries = true;  // the SDK's RetryPolicy::enabled
+  bool retries = true;    // the SDK's RetryPolicy::enabled
+  int64_t big_every = 0;  // 0: every call is the small 3x8 Roll
+  int64_t big_min_bytes = int64_t{1} << 20;
+  int64_t big_max_bytes = int64_t{4} << 20;
 };
 
 // One finished call: when it started (Unix seconds) and how long it took.
@@ -90,6 +100,47 @@ int Usage(const char* msg) {
 }
 
 constexpr int64_t kRows = 3, kCols = 8;
+constexpr int64_t kBigCols = 256;  // 1 KiB rows of INT32
+
+// One call's input: the 3x8 tensor, or with `big` a rows x 256 one of
+// min..max bytes (the size drawn from the call id, so a run is repeatable).
+struct CallInput {
+  std::vector<int32_t> data;
+  int64_t rows, cols, s0, s1;
+};
+
+CallInput MakeInput(int64_t id, const Options& opt) {
+  CallInput in;
+  const bool big = opt.big_every > 0 && id % opt.big_every == opt.big_every - 1;
+  in.cols = big ? kBigCols : kCols;
+  if (big) {
+    const int64_t span = std::max<int64_t>(1, opt.big_max_bytes - opt.big_min_bytes + 1);
+    const uint64_t h = static_cast<uint64_t>(id) * 0x9E3779B97F4A7C15ull;
+    const int64_t bytes = opt.big_min_bytes + static_cast<int64_t>((h >> 20) % span);
+    in.rows = std::max<int64_t>(1, bytes / (4 * kBigCols));
+  } else {
+    in.rows = kRows;
+  }
+  in.data.resize(in.rows * in.cols);
+  for (int64_t k = 0; k < in.rows * in.cols; ++k) in.data[k] = static_cast<int32_t>(id * 100 + k);
+  in.s0 = id % in.rows;
+  in.s1 = id % in.cols;
+  return in;
+}
+
+// True if `out` is `in` rolled by (s0, s1) over both axes.
+bool RolledRight(const CallInput& in, const tensorops::Tensor& out) {
+  if (out.shape() != std::vector<int64_t>{in.rows, in.cols}) return false;
+  auto v = out.values<int32_t>();
+  if (static_cast<int64_t>(v.size()) != in.rows * in.cols) return false;
+  for (int64_t r = 0; r < in.rows; ++r) {
+    const int64_t src_row = ((r - in.s0 + in.rows) % in.rows) * in.cols;
+    for (int64_t c = 0; c < in.cols; ++c) {
+      if (v[r * in.cols + c] != in.data[src_row + (c - in.s1 + in.cols) % in.cols]) return false;
+    }
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -121,6 +172,12 @@ int main(int argc, char** argv) {
       opt.window_file = v;
     else if (a == "--retries" && (v == "on" || v == "off"))
       opt.retries = v == "on";
+    else if (a == "--big_every")
+      opt.big_every = std::atoll(v.c_str());
+    else if (a == "--big_min_bytes")
+      opt.big_min_bytes = std::atoll(v.c_str());
+    else if (a == "--big_max_bytes")
+      opt.big_max_bytes = std::atoll(v.c_str());
     else
       return Usage(("unknown flag " + a).c_str());
   }
@@ -168,31 +225,29 @@ int main(int argc, char** argv) {
   auto worker = [&]() {
     while (!done()) {
       const int64_t id = next_id.fetch_add(1);
-      std::vector<int32_t> in(kRows * kCols);
-      for (int64_t k = 0; k < kRows * kCols; ++k) in[k] = static_cast<int32_t>(id * 100 + k);
-      const int64_t s0 = id % kRows, s1 = id % kCols;
+      const CallInput in = MakeInput(id, opt);
       const double call_start = UnixSeconds();
       const auto t0 = Clock::now();
-      auto out = (*client)->Roll(tensorops::Tensor(in, {kRows, kCols}),
-                                 tensorops::Tensor(std::vector<int64_t>{s0, s1}),
+      auto out = (*client)->Roll(tensorops::Tensor(in.data, {in.rows, in.cols}),
+                                 tensorops::Tensor(std::vector<int64_t>{in.s0, in.s1}),
                                  tensorops::Tensor(std::vector<int64_t>{0, 1}));
       const double latency_ms =
           std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       bool good = out.ok();
       std::string code = out.ok() ? "OK" : absl::StatusCodeToString(out.status().code());
       if (good) {
-        auto v = out->values<int32_t>();
-        good = out->shape() == std::vector<int64_t>{kRows, kCols} && v.size() == in.size();
-        for (int64_t r = 0; good && r < kRows; ++r) {
-          for (int64_t c = 0; good && c < kCols; ++c) {
-            const int64_t src = ((r - s0 + kRows) % kRows) * kCols + (c - s1 + kCols) % kCols;
-            good = v[r * kCols + c] == in[src];
-          }
-        }
+        good = RolledRight(in, *out);
         if (!good) {
           code = "WRONG_RESULT";
           ++wrong;
         }
+      }
+      if (!good) {
+        std::fprintf(stderr, "load_driver: call %lld at %.3f (+%.3f s), %lld bytes: %s\n",
+                     static_cast<long long>(id), call_start,
+                     std::chrono::duration<double>(t0 - start).count(),
+                     static_cast<long long>(in.data.size() * 4),
+                     out.ok() ? "wrong result" : out.status().ToString().c_str());
       }
       {
         std::lock_guard<std::mutex> lock(mu);

@@ -14,11 +14,15 @@
 #   4. SIGTERM to one replica mid-load (it drains and exits 0) loses nothing:
 #      every call of the driver ends OK with a verified result, and the other
 #      two replicas carry the calls made after it stopped;
-#   5. kill -9 of another replica under 16 gRPC callers whose SDK does not
-#      retry (--retries off) and 4 REST callers (one attempt each), then a
-#      restart on the same ports: no call fails, because HAProxy sends a call
-#      whose replica died before answering to another one; its retries are
-#      counted (HAProxy's stats socket) and printed.
+#   5. kill -9 of another replica under 12 gRPC callers with the SDK's
+#      defaults, a quarter of their calls 1-4 MiB, 4 gRPC callers whose SDK
+#      does not retry (--retries off, small calls) and 4 REST callers (one
+#      attempt each), then a restart on the same ports: no call fails, because
+#      HAProxy sends a call that fits its buffer and whose replica died before
+#      answering to another one, and the SDK resends the bigger ones; its
+#      retries are counted (HAProxy's stats socket) and printed.
+# Steps 4 and 5 send 1-4 MiB calls: HAProxy 2.6 with its default 16 KiB
+# buffers aborted its connection to a replica under their answers (issue 36).
 # Every process is started here, on free 127.0.0.1 ports, and stopped by PID
 # on exit.
 #
@@ -139,22 +143,26 @@ PIDS+=($!)
 PROM="http://127.0.0.1:$PROM_PORT"
 
 # --- load through HAProxy ---------------------------------------------------
-# start_driver NAME THREADS STOP_FILE MAX_SECONDS [RETRIES]: the load driver
-# through HAProxy in the background (DRIVER_PID, output in $W/NAME.out),
-# returning once its first 300 calls are done; it ends 400 calls after
-# STOP_FILE appears. RETRIES (on, off) is the SDK's retry policy.
+# start_driver NAME THREADS STOP_FILE MAX_SECONDS [RETRIES [BIG_EVERY]]: the
+# load driver through HAProxy in the background (DRIVER_PID, output in
+# $W/NAME.out), returning once its first 300 calls are done; it ends 400
+# calls after STOP_FILE appears. RETRIES (on, off) is the SDK's retry policy;
+# with BIG_EVERY=N every Nth call is a 1-4 MiB Roll: bigger than HAProxy can
+# resend itself, and answered in many HTTP/2 frames (issue 36: HAProxy 2.6
+# aborted its connection to a replica under such answers, which the small
+# calls alone never showed).
 start_driver() {
-  local name=$1 threads=$2 stop_file=$3 max_seconds=$4 retries=${5:-on}
+  local name=$1 threads=$2 stop_file=$3 max_seconds=$4 retries=${5:-on} big_every=${6:-0}
   "$DRIVER" --target "127.0.0.1:$LB_PORT" --threads "$threads" --marker "$W/$name.marker" \
     --marker_after 300 --stop_file "$stop_file" --calls_after 400 --max_seconds "$max_seconds" \
-    --retries "$retries" >"$W/$name.out" 2>&1 &
+    --retries "$retries" --big_every "$big_every" >"$W/$name.out" 2>&1 &
   DRIVER_PID=$!; PIDS+=($DRIVER_PID)
   DRIVER_MARKER="$W/$name.marker"
   marker_or_dead() { [ -e "$DRIVER_MARKER" ] || ! kill -0 "$DRIVER_PID"; }
   wait_for 20 "300 calls of $threads callers through HAProxy" marker_or_dead
   [ -e "$DRIVER_MARKER" ] || fail "load driver ended early: $(cat "$W/$name.out")"
 }
-start_driver driver 4 "$W/stopped" 50
+start_driver driver 4 "$W/stopped" 50 on 4
 
 # Roll calls that replica $1 (1..3) answered OK, from its own /metrics.
 roll_ok() {
@@ -230,7 +238,9 @@ print(sum(int(r["wretr"] or 0) + int(r["wredis"] or 0) for r in rows
 PY
 }
 retries_before=$(haproxy_retries)
-start_driver driver9 16 "$W/back" 60 off
+start_driver driver9 12 "$W/back" 90 on 4
+DRIVER9_PID=$DRIVER_PID
+start_driver driver9s 4 "$W/back" 90 off
 # REST callers: JSON Roll infers, one attempt each (a new connection after
 # an error), every answer checked; they stop 100 calls each after $W/back.
 python3 - "$LB_HTTP_PORT" "$W/back" >"$W/rest9.out" 2>&1 <<'PY' &
@@ -275,7 +285,7 @@ REST_PID=$!; PIDS+=($REST_PID)
 kill -KILL "${SERVER_PIDS[2]}"
 rc=0; wait "${SERVER_PIDS[2]}" || rc=$?
 [ $rc -eq 137 ] || fail "replica 3 ended with status $rc after SIGKILL, not 137"
-log "kill -9 replica 3 (pid ${SERVER_PIDS[2]}) under 16 gRPC callers (SDK retries off) and 4 REST callers"
+log "kill -9 replica 3 (pid ${SERVER_PIDS[2]}) under 16 gRPC callers (12 SDK defaults with 1-4 MiB calls, 4 retries off) and 4 REST callers"
 sleep 2
 # Back on the same ports (HAProxy's and Prometheus's configs name them).
 "$SERVER" --host=127.0.0.1 --port="${GRPC_PORTS[2]}" --metrics_port="${METRICS_PORTS[2]}" \
@@ -285,10 +295,12 @@ wait_for 20 "replica 3 to restart" grep -q 'metrics on http://' "$W/server3b.out
 roll3_back() { [ "$(roll_ok 3)" -gt 0 ]; }
 wait_for 20 "replica 3 to serve calls through HAProxy again" roll3_back
 touch "$W/back"
-rc=0; wait "$DRIVER_PID" || rc=$?
+rc=0; wait "$DRIVER9_PID" || rc=$?
+rc_off=0; wait "$DRIVER_PID" || rc_off=$?
 rest_rc=0; wait "$REST_PID" || rest_rc=$?
-cat "$W/driver9.out" "$W/rest9.out"
-[ $rc -eq 0 ] || fail "load driver (SDK retries off): a gRPC call failed across the kill -9"
+cat "$W/driver9.out" "$W/driver9s.out" "$W/rest9.out"
+[ $rc -eq 0 ] || fail "load driver (SDK defaults, 1-4 MiB calls): a gRPC call failed across the kill -9"
+[ $rc_off -eq 0 ] || fail "load driver (SDK retries off): a gRPC call failed across the kill -9"
 [ $rest_rc -eq 0 ] || fail "a REST call failed across the kill -9"
 log "kill -9: no gRPC or REST call failed; HAProxy retried $(($(haproxy_retries) - retries_before)) attempts on another replica; replica 3 served $(roll_ok 3) Roll calls after its restart"
 log "PASS"

@@ -340,8 +340,14 @@ TEST(MemoryLimitE2ETest, BurstPastTheLimitIsRefusedNotKilled) {
   EXPECT_EQ(other.load(), 0);
   EXPECT_EQ(rest_other.load(), 0);
   EXPECT_EQ(wrong.load(), 0);
-  EXPECT_GT(ok.load(), 0) << "nothing was admitted";
-  EXPECT_GT(refused.load(), 0) << "the burst fit: make it bigger";
+  // Admitted somewhere: the doors share one budget, and which door's calls
+  // arrive first is the machine's timing (a REST body is reserved at its
+  // header, a gRPC message only once received whole; on a loaded machine
+  // the REST burst has taken the whole budget before any gRPC call arrived:
+  // 0 of 16 gRPC calls admitted, 4 REST bodies). Refused somewhere too.
+  EXPECT_GT(ok.load() + rest_ok.load(), 0) << "nothing was admitted through either door";
+  EXPECT_GT(refused.load() + rest_503.load() + rest_413.load(), 0)
+      << "the burst fit: make it bigger";
 
   // Still serving: one more call of each kind, one at a time, goes through.
   for (int i : {0, kUnary}) {

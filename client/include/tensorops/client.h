@@ -56,19 +56,25 @@ struct TlsOptions {
 };
 
 // Retries of calls that fail with UNAVAILABLE (server stopping, connection
-// refused), by gRPC's retry machinery (service config retryPolicy). Every op
-// is a pure function of its request, so a retry is always safe. With
-// enabled = false there is no retry policy, but gRPC still resends, at once
-// and transparently, a call that no server ever saw (a stream a proxy
-// refused with REFUSED_STREAM before passing it on), as every gRPC client
-// does by default.
+// refused) or RESOURCE_EXHAUSTED (a server's queue or in-flight budget
+// full), by gRPC's retry machinery (service config retryPolicy). Every op
+// is a pure function of its request, so a retry is always safe. A server's
+// own refusal says when to come back (google.rpc.RetryInfo, and gRPC's
+// grpc-retry-pushback-ms trailer with the same delay, which replaces the
+// backoff below for that attempt) or that no retry can help (a tensor over a
+// limit: pushback -1, the call fails at once); see the error details table
+// in docs/reliability.md. With enabled = false there is no retry policy, but
+// gRPC still resends, at once and transparently, a call that no server ever
+// saw (a stream a proxy refused with REFUSED_STREAM before passing it on),
+// as every gRPC client does by default, for calls up to max_buffered_bytes.
 struct RetryPolicy {
   bool enabled = true;
   int max_attempts = 5;  // gRPC caps this at 5
   std::chrono::milliseconds initial_backoff{50};
   std::chrono::milliseconds max_backoff{1000};
   double backoff_multiplier = 2.0;
-  // Requests larger than this are sent once, not buffered for a retry.
+  // Requests larger than this are sent once, not buffered for a retry (nor
+  // for a transparent resend, whether or not `enabled`).
   int64_t max_buffered_bytes = 16 << 20;
 };
 

@@ -1,0 +1,314 @@
+#!/usr/bin/env python3
+"""Soak through a balancer: mixed traffic against a deployed stack (the compose
+stack's HAProxy, or tests/deploy/local_stack_test.sh's) for a while, every
+answer checked, the replicas' resident memory sampled (issue 36).
+
+  /usr/bin/python3 bench/stack_soak.py --grpc 127.0.0.1:8080 --rest 127.0.0.1:8000 \
+      --seconds 600 [--pid tensorops-1=PID ...] [--csv rss.csv] [--proto-dir proto]
+
+Traffic, each kind on its own threads, one call at a time per thread, from a
+stock client (Python grpcio with its defaults, http.client): no retry policy,
+so every failure a balancer or a replica causes is seen here as it is:
+  small      Execute Reverse of 16 B-4 KiB (raw UINT8)
+  large      Execute Reverse of 1-16 MiB (raw UINT8)
+  stream     ExecuteStream Reverse of 16-64 MiB in 1 MiB chunks
+  infer      ModelInfer Roll of an INT32 [1..64, 1..64] (raw)
+  rest       POST /v2/models/Roll/infer, JSON and binary alternately
+  cancel     Execute of 4 MiB cancelled by the client after 0-3 ms
+  deadline   Execute of 4 MiB with a 1-5 ms deadline
+Allowed: OK everywhere; CANCELLED for cancel; DEADLINE_EXCEEDED for deadline.
+Anything else is unexpected, and a wrong answer is wrong: either fails the
+run (exit 1). With --pid, each replica's VmRSS (/proc/PID/status) is sampled
+every 5 s; the summary gives its floor per minute (the smallest sample of
+each minute: what stays held, not a call's bytes passing through) and the
+change of the last minute's floor against the second minute's.
+"""
+import argparse
+import http.client
+import json
+import os
+import random
+import sys
+import tempfile
+import threading
+import time
+import zlib
+
+import grpc
+import numpy as np
+from grpc_tools import protoc
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MIB = 1 << 20
+
+
+def load_stubs(proto_dir):
+    out = tempfile.mkdtemp(prefix="stack-soak-stubs-")
+    wkt = os.path.join(os.path.dirname(protoc.__file__), "_proto")
+    if protoc.main(["protoc", f"-I{proto_dir}", f"-I{wkt}", f"--python_out={out}",
+                    f"--grpc_python_out={out}",
+                    os.path.join(proto_dir, "tensorops", "v1", "tensorops.proto"),
+                    os.path.join(proto_dir, "inference", "grpc_service.proto")]) != 0:
+        sys.exit("stack_soak: protoc failed")
+    sys.path.insert(0, out)
+    global pb, pb_grpc, ipb, ipb_grpc
+    from tensorops.v1 import tensorops_pb2 as pb
+    from tensorops.v1 import tensorops_pb2_grpc as pb_grpc
+    from inference import grpc_service_pb2 as ipb
+    from inference import grpc_service_pb2_grpc as ipb_grpc
+
+
+class Tally:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.codes = {}  # (kind, code) -> calls
+        self.problems = []
+        self.unexpected = 0
+        self.wrong = 0
+
+    def count(self, kind, code, allowed=("OK",), detail=""):
+        with self.lock:
+            self.codes[(kind, code)] = self.codes.get((kind, code), 0) + 1
+            if code == "WRONG":
+                self.wrong += 1
+            elif code not in allowed:
+                self.unexpected += 1
+            else:
+                return
+            if len(self.problems) < 20:
+                self.problems.append("%.1f s %s: %s %s" % (time.time() - START, kind, code,
+                                                            detail[:300]))
+
+
+START = time.time()
+# One pool of random bytes; a call takes a slice at a random offset.
+POOL = np.random.default_rng(1).integers(0, 256, 80 * MIB, dtype=np.uint8)
+
+
+def slice_of(rng, n):
+    off = rng.randrange(0, len(POOL) - n)
+    return POOL[off:off + n]
+
+
+def execute_reverse(stub, data, timeout, cancel_after=None):
+    """Execute Reverse (index mode, axis 0) of a 1-D UINT8 tensor: (code, ok)."""
+    req = pb.ExecuteRequest(op="Reverse")
+    req.attrs.update({"mode": "index"})
+    req.inputs.add(dtype=pb.DATA_TYPE_UINT8, shape=[len(data)], raw_data=data.tobytes())
+    req.inputs.add(dtype=pb.DATA_TYPE_INT64, shape=[1], int64_data=[0])
+    fut = stub.Execute.future(req, timeout=timeout)
+    if cancel_after is not None:
+        time.sleep(cancel_after)
+        fut.cancel()
+    try:
+        resp = fut.result()
+    except grpc.FutureCancelledError:
+        return "CANCELLED", True, ""
+    except grpc.RpcError as e:
+        return e.code().name, True, e.details() or ""
+    out = np.frombuffer(resp.outputs[0].raw_data, dtype=np.uint8)
+    return "OK", bool(np.array_equal(out, data[::-1])), ""
+
+
+def stream_reverse(stub, data, chunk=MIB):
+    raw = data.tobytes()
+    shift = np.array([0], dtype=np.int64).tobytes()
+    h = pb.StreamHeader(op="Reverse")
+    h.attrs.update({"mode": "index"})
+    h.inputs.add(dtype=pb.DATA_TYPE_UINT8, shape=[len(raw)], crc32=zlib.crc32(raw))
+    h.inputs.add(dtype=pb.DATA_TYPE_INT64, shape=[1], crc32=zlib.crc32(shift))
+
+    def messages():
+        yield pb.ExecuteStreamRequest(header=h)
+        yield pb.ExecuteStreamRequest(chunk=pb.TensorChunk(tensor=1, offset=0, data=shift))
+        for off in range(0, len(raw), chunk):
+            yield pb.ExecuteStreamRequest(
+                chunk=pb.TensorChunk(tensor=0, offset=off, data=raw[off:off + chunk]))
+
+    out = bytearray()
+    try:
+        for m in stub.ExecuteStream(messages(), timeout=120):
+            if m.HasField("chunk"):
+                if m.chunk.offset != len(out):
+                    return "WRONG", False, "chunk at %d, want %d" % (m.chunk.offset, len(out))
+                out += m.chunk.data
+    except grpc.RpcError as e:
+        return e.code().name, True, e.details() or ""
+    got = np.frombuffer(bytes(out), dtype=np.uint8)
+    return "OK", bool(np.array_equal(got, data[::-1])), ""
+
+
+def infer_roll(stub, rng):
+    rows, cols, shift = rng.randint(1, 64), rng.randint(1, 64), rng.randint(0, 99)
+    data = slice_of(rng, rows * cols * 4).view(np.int32).reshape(rows, cols)
+    req = ipb.ModelInferRequest(model_name="Roll")
+    req.inputs.add(name="data", datatype="INT32", shape=[rows, cols])
+    req.inputs.add(name="shift", datatype="INT64", shape=[1])
+    req.inputs.add(name="axes", datatype="INT64", shape=[1])
+    req.raw_input_contents.extend([data.tobytes(), np.int64(shift).tobytes(),
+                                   np.int64(1).tobytes()])
+    try:
+        resp = stub.ModelInfer(req, timeout=60)
+    except grpc.RpcError as e:
+        return e.code().name, True, e.details() or ""
+    out = np.frombuffer(resp.raw_output_contents[0], dtype=np.int32).reshape(rows, cols)
+    return "OK", bool(np.array_equal(out, np.roll(data, shift, axis=1))), ""
+
+
+def rest_roll(conn_box, host, port, rng, binary):
+    rows, cols, shift = rng.randint(1, 32), rng.randint(1, 32), rng.randint(0, 99)
+    data = slice_of(rng, rows * cols * 4).view(np.int32).reshape(rows, cols)
+    want = np.roll(data, shift, axis=1)
+    head = {"inputs": [
+        {"name": "data", "datatype": "INT32", "shape": [rows, cols]},
+        {"name": "shift", "datatype": "INT64", "shape": [1], "data": [shift]},
+        {"name": "axes", "datatype": "INT64", "shape": [1], "data": [1]}]}
+    headers = {"Content-Type": "application/json"}
+    if binary:
+        raw = data.tobytes()
+        head["inputs"][0]["parameters"] = {"binary_data_size": len(raw)}
+        head["parameters"] = {"binary_data_output": True}
+        hb = json.dumps(head).encode()
+        body = hb + raw
+        headers = {"Inference-Header-Content-Length": str(len(hb))}
+    else:
+        head["inputs"][0]["data"] = data.ravel().tolist()
+        body = json.dumps(head)
+    try:
+        if conn_box[0] is None:
+            conn_box[0] = http.client.HTTPConnection(host, port, timeout=60)
+        conn_box[0].request("POST", "/v2/models/Roll/infer", body, headers)
+        r = conn_box[0].getresponse()
+        text = r.read()
+    except (OSError, http.client.HTTPException) as e:
+        conn_box[0] = None
+        return type(e).__name__, True, str(e)
+    if r.status != 200:
+        return "HTTP_%d" % r.status, True, text[:200].decode(errors="replace")
+    if binary:
+        n = int(r.getheader("Inference-Header-Content-Length"))
+        out = np.frombuffer(text[n:], dtype=np.int32)
+    else:
+        out = np.array(json.loads(text)["outputs"][0]["data"], dtype=np.int32)
+    return "OK", bool(np.array_equal(out.reshape(rows, cols), want)), ""
+
+
+def worker(kind, index, args, tally, stop):
+    rng = random.Random(hash((kind, index)))
+    opts = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1),
+            ("grpc.use_local_subchannel_pool", 1)]
+    channel = grpc.insecure_channel(args.grpc, options=opts)
+    stub, istub = pb_grpc.TensorOpsStub(channel), ipb_grpc.GRPCInferenceServiceStub(channel)
+    host, port = args.rest.rsplit(":", 1) if args.rest else ("", "0")
+    conn_box = [None]
+    calls = 0
+    while not stop.is_set():
+        allowed = ("OK",)
+        if kind == "small":
+            data = slice_of(rng, rng.randint(16, 4096))
+            code, ok, detail = execute_reverse(stub, data, 60)
+        elif kind == "large":
+            data = slice_of(rng, rng.randint(MIB, 16 * MIB))
+            code, ok, detail = execute_reverse(stub, data, 120)
+        elif kind == "stream":
+            data = slice_of(rng, rng.randint(16 * MIB, 64 * MIB))
+            code, ok, detail = stream_reverse(stub, data)
+        elif kind == "infer":
+            code, ok, detail = infer_roll(istub, rng)
+        elif kind == "rest":
+            code, ok, detail = rest_roll(conn_box, host, int(port), rng, calls % 2 == 1)
+        elif kind == "cancel":
+            allowed = ("OK", "CANCELLED")
+            code, ok, detail = execute_reverse(stub, slice_of(rng, 4 * MIB), 60,
+                                               cancel_after=rng.uniform(0, 0.003))
+        else:  # deadline
+            allowed = ("OK", "DEADLINE_EXCEEDED")
+            code, ok, detail = execute_reverse(stub, slice_of(rng, 4 * MIB),
+                                               rng.uniform(0.001, 0.005))
+        tally.count(kind, code if ok else "WRONG", allowed, detail)
+        calls += 1
+        if kind in ("cancel", "deadline"):
+            time.sleep(0.02)  # as the one-server soak: these would swamp the rest
+    channel.close()
+
+
+def rss_kib(pid):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return -1
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--grpc", required=True, help="HOST:PORT of the balancer's gRPC front")
+    ap.add_argument("--rest", default="", help="HOST:PORT of its REST front (none: no REST)")
+    ap.add_argument("--seconds", type=int, default=600)
+    ap.add_argument("--pid", action="append", default=[], help="NAME=PID of a replica")
+    ap.add_argument("--csv", default="", help="write the RSS samples here")
+    ap.add_argument("--proto-dir", default=os.path.join(ROOT, "proto"))
+    ap.add_argument("--threads", default="small=4,large=2,stream=1,infer=2,rest=2,cancel=1,"
+                    "deadline=1", help="threads per kind")
+    args = ap.parse_args()
+    load_stubs(args.proto_dir)
+    kinds = dict((k, int(n)) for k, n in (x.split("=") for x in args.threads.split(",")))
+    if not args.rest:
+        kinds.pop("rest", None)
+    pids = dict((n, int(p)) for n, p in (x.split("=") for x in args.pid))
+    tally, stop = Tally(), threading.Event()
+    threads = [threading.Thread(target=worker, args=(k, i, args, tally, stop), daemon=True)
+               for k, n in kinds.items() for i in range(n)]
+    for t in threads:
+        t.start()
+    samples = []  # (t, {name: rss_kib})
+    t0 = time.time()
+    while time.time() - t0 < args.seconds:
+        time.sleep(5)
+        samples.append((time.time() - t0, {n: rss_kib(p) for n, p in pids.items()}))
+        with tally.lock:
+            done = sum(tally.codes.values())
+        print("stack_soak: %4.0f s %7d calls, %d unexpected, %d wrong%s" % (
+            samples[-1][0], done, tally.unexpected, tally.wrong,
+            "".join(", %s %d MiB" % (n, v // 1024) for n, v in samples[-1][1].items())),
+            flush=True)
+    stop.set()
+    for t in threads:
+        t.join(timeout=180)
+    report(args, tally, samples, pids)
+    return 0 if tally.unexpected == 0 and tally.wrong == 0 else 1
+
+
+def report(args, tally, samples, pids):
+    total = sum(tally.codes.values())
+    print("stack_soak: %d calls in %d s through %s: %d unexpected, %d wrong" % (
+        total, args.seconds, args.grpc, tally.unexpected, tally.wrong))
+    for (kind, code), n in sorted(tally.codes.items()):
+        print("  %-9s %-20s %d" % (kind, code, n))
+    for p in tally.problems:
+        print("  problem: " + p)
+    if args.csv:
+        with open(args.csv, "w") as f:
+            f.write("t," + ",".join(pids) + "\n")
+            for t, v in samples:
+                f.write("%.0f,%s\n" % (t, ",".join(str(v[n]) for n in pids)))
+    for name in pids:
+        floors = {}
+        for t, v in samples:
+            if v[name] > 0:
+                m = int(t // 60)
+                floors[m] = min(floors.get(m, v[name]), v[name])
+        line = " ".join("%d" % (floors[m] // 1024) for m in sorted(floors))
+        msg = "  %s RSS floor per minute (MiB): %s" % (name, line)
+        if len(floors) >= 3:
+            ms = sorted(floors)
+            base, last = floors[ms[1]], floors[ms[-1]]
+            msg += "; last minute vs the second: %+.1f%%" % (100.0 * (last - base) / base)
+        print(msg)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
