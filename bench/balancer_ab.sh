@@ -8,16 +8,18 @@
 # server side aborted), its peak RSS, and the GOAWAYs the replicas logged.
 #
 #   bash bench/balancer_ab.sh BUILD_DIR [--replicas 2] [--seconds 40] [--threads 16]
-#        [--retries on|off] [--big_every 4] [--kill] -- 'SETTING' ['SETTING' ...]
+#        [--retries on|off] [--big_every 4] [--drivers 1] [--kill] -- 'SETTING' ['SETTING' ...]
 #   SETTING: tune lines separated by ';', or 'default' for none, e.g.
 #     bash bench/balancer_ab.sh build -- default 'tune.bufsize 65536' \
 #          'tune.h2.max-frame-size 8192'
 # --kill: kill -9 the last replica at +8 s and restart it 2 s later.
+# --drivers K: K driver processes (K client connections to HAProxy), the
+# threads split between them.
 # Every process runs on 127.0.0.1 and is stopped by PID at the end.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$(cd "$1" && pwd); shift
-REPLICAS=2 SECONDS_RUN=40 THREADS=16 RETRIES=on BIG_EVERY=4 KILL=0
+REPLICAS=2 SECONDS_RUN=40 THREADS=16 RETRIES=on BIG_EVERY=4 KILL=0 DRIVERS=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --replicas) REPLICAS=$2; shift 2 ;;
@@ -26,6 +28,7 @@ while [ $# -gt 0 ]; do
     --retries) RETRIES=$2; shift 2 ;;
     --big_every) BIG_EVERY=$2; shift 2 ;;
     --kill) KILL=1; shift ;;
+    --drivers) DRIVERS=$2; shift 2 ;;
     --) shift; break ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
@@ -67,11 +70,15 @@ run_setting() {
   haproxy -db -f "$W/haproxy.cfg" >"$W/haproxy.log" 2>&1 &
   local hp=$!; PIDS+=($hp)
   sleep 1
-  "$DRIVER" --target "127.0.0.1:$lb" --threads "$THREADS" --sleep_us 0 --big_every "$BIG_EVERY" \
-    --max_calls 100000000 --max_seconds "$SECONDS_RUN" --retries "$RETRIES" \
-    >"$W/driver.out" 2>"$W/driver.err" &
-  local dp=$! peak=0 t=0 rss
-  while kill -0 "$dp" 2>/dev/null; do
+  local dps=() d
+  for d in $(seq 1 "$DRIVERS"); do
+    env ${DRIVER_ENV:-} "$DRIVER" --target "127.0.0.1:$lb" --threads $((THREADS / DRIVERS)) --sleep_us 0 \
+      --big_every "$BIG_EVERY" --max_calls 100000000 --max_seconds "$SECONDS_RUN" \
+      --retries "$RETRIES" >"$W/driver$d.out" 2>"$W/driver$d.err" &
+    dps+=($!)
+  done
+  local peak=0 t=0 rss
+  while kill -0 "${dps[0]}" 2>/dev/null; do
     rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$hp/status" 2>/dev/null || echo 0)
     [ "${rss:-0}" -gt "$peak" ] && peak=$rss
     if [ "$KILL" = 1 ] && [ $t = 80 ]; then
@@ -83,15 +90,16 @@ run_setting() {
     fi
     sleep 0.1; t=$((t + 1))
   done
-  wait "$dp" || true
+  for d in "${dps[@]}"; do wait "$d" || true; done
+  cat "$W"/driver[0-9]*.err >"$W/driver.err"
   local calls failed
-  calls=$(sed -n 's/^load_driver: \([0-9]*\) calls.*/\1/p' "$W/driver.out")
+  calls=$(sed -n 's/^load_driver: \([0-9]*\) calls.*/\1/p' "$W"/driver[0-9]*.out | awk '{ n += $1 } END { print n + 0 }')
   failed=$(grep -c '^load_driver: call ' "$W/driver.err" || true)
-  echo "== $setting: $calls calls, $failed failed ($(sed -n 's/.*final status: *//p' "$W/driver.out")), HAProxy peak RSS $((peak / 1024)) MiB"
-  echo "   HAProxy error lines by termination state: $(awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^[A-Za-z-]{4}$/ && $i ~ /[-]/) { n[$i]++; break } } END { for (s in n) printf "%s=%d ", s, n[s] }' "$W/haproxy.log")"
+  echo "== $setting: $calls calls, $failed failed ($(sed -n 's/.*final status: *//p' "$W"/driver[0-9]*.out | tr '\n' ' ')), HAProxy peak RSS $((peak / 1024)) MiB"
+  echo "   HAProxy error lines by termination state: $(awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^[A-Za-z-][A-Za-z-][A-Za-z-][A-Za-z-]$/ && $i ~ /[-]/) { n[$i]++; break } } END { for (s in n) printf "%s=%d ", s, n[s] }' "$W/haproxy.log")"
   echo "   replicas' GOAWAY lines: $(cat "$W"/server*.err | grep -c 'Got goaway' || true)"
-  grep '^load_driver: call ' "$W/driver.err" | head -5 | sed 's/^/   /'
-  cp "$W/haproxy.log" "$W/driver.err" "${TMPDIR:-/tmp}/" 2>/dev/null || true
+  { grep '^load_driver: call ' "$W/driver.err" || true; } | head -5 | sed 's/^/   /'
+  cp "$W/haproxy.log" "$W/driver.err" "$W"/server*.err "${TMPDIR:-/tmp}/" 2>/dev/null || true
   stop_pids
   PIDS=()
 }

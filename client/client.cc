@@ -6,6 +6,8 @@
 #include <grpcpp/support/sync_stream.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <thread>
 #include <utility>
 
@@ -163,6 +165,11 @@ struct Client::Impl {
   std::unique_ptr<grpc::internal::RpcMethod> stream_method;
 
   // Per-call context: the deadline and, when configured, the bearer token.
+  // Whether a unary call that ended `st` on its `attempt`-th try is sent
+  // again (after sleeping its backoff): see the definition.
+  bool ResendCutAnswer(const absl::Status& st, int attempt, size_t request_bytes,
+                       std::chrono::system_clock::time_point deadline) const;
+
   void SetDeadline(const CallOptions& call, grpc::ClientContext* ctx) const {
     const std::chrono::milliseconds d = call.deadline.value_or(options.default_deadline);
     if (d.count() > 0) ctx->set_deadline(std::chrono::system_clock::now() + d);
@@ -519,12 +526,43 @@ ExecuteResult Client::Impl::Call(absl::string_view op, const Attrs& attrs,
   v1::ExecuteRequest request;
   absl::Status st = BuildRequest(op, attrs, inputs, then, &request);
   if (!st.ok()) return st;
-  grpc::ClientContext ctx;
-  SetDeadline(call, &ctx);
+  // One deadline for every attempt.
+  const std::chrono::milliseconds d = call.deadline.value_or(options.default_deadline);
+  const auto deadline = d.count() > 0 ? std::chrono::system_clock::now() + d
+                                      : std::chrono::system_clock::time_point::max();
   v1::ExecuteResponse response;
-  st = FromGrpcStatus(stub->Execute(&ctx, request, &response));
+  for (int attempt = 1;; ++attempt) {
+    grpc::ClientContext ctx;
+    SetDeadline(call, &ctx);
+    if (d.count() > 0) ctx.set_deadline(deadline);
+    response.Clear();
+    st = FromGrpcStatus(stub->Execute(&ctx, request, &response));
+    if (!ResendCutAnswer(st, attempt, request.ByteSizeLong(), deadline)) break;
+  }
   if (!st.ok()) return st;
   return DecodeResponse(&response);
+}
+
+bool Client::Impl::ResendCutAnswer(const absl::Status& st, int attempt, size_t request_bytes,
+                                   std::chrono::system_clock::time_point deadline) const {
+  // gRPC's retries (the policy above) stop at the first byte of an answer:
+  // a call whose replica died while it sent the answer comes back from a
+  // proxy as UNKNOWN "Stream removed" (HAProxy 2.6 resets the stream after
+  // the response headers: issue 36), never resent. Our servers never answer
+  // UNKNOWN themselves, and every op is a pure function of its request, so
+  // such a call is sent again, within the policy's attempts, its request
+  // size bound and the call's deadline.
+  const RetryPolicy& r = options.retry;
+  if (st.code() != absl::StatusCode::kUnknown || !r.enabled || attempt >= r.max_attempts ||
+      static_cast<int64_t>(request_bytes) > r.max_buffered_bytes) {
+    return false;
+  }
+  const auto backoff = r.initial_backoff * std::pow(r.backoff_multiplier, attempt - 1);
+  const auto wait = std::min<std::chrono::milliseconds>(
+      r.max_backoff, std::chrono::duration_cast<std::chrono::milliseconds>(backoff));
+  if (std::chrono::system_clock::now() + wait >= deadline) return false;
+  std::this_thread::sleep_for(wait);
+  return true;
 }
 
 ExecuteResult Client::Execute(absl::string_view op, const Attrs& attrs,

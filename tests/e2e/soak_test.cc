@@ -8,6 +8,7 @@
 // after 0-3 ms and ones whose 1-5 ms deadline expires. Every OK reply is
 // verified. Sampled: server RSS, open fds, threads, tensorops_inflight_*
 // and tensorops_queue_depth gauges (TENSOROPS_SOAK_CSV=path writes them).
+// TENSOROPS_SOAK_SERVER_FLAGS adds server flags (space-separated).
 //
 // Pass: no wrong result, no unexpected error (only OK, and CANCELLED /
 // DEADLINE_EXCEEDED for the calls that ask for them); the floor of RSS (the
@@ -38,6 +39,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "tensorops/client.h"
@@ -205,10 +207,17 @@ TEST(SoakTest, MixedTrafficHoldsSteady) {
          "glibc.malloc.mmap_threshold=32768:glibc.malloc.trim_threshold=131072:glibc.malloc.arena_"
          "max=1",
          1);
-  const absl::Status started = server.Start(
-      TENSOROPS_SERVER_PATH,
-      {"--metrics_port=0", "--shared_memory=system", "--shared_memory_key_prefix=" + shm_prefix,
-       absl::StrCat("--buffer_cache_bytes=", kCacheBytes), "--malloc_tuning=false"});
+  std::vector<std::string> flags = {
+      "--metrics_port=0", "--shared_memory=system", "--shared_memory_key_prefix=" + shm_prefix,
+      absl::StrCat("--buffer_cache_bytes=", kCacheBytes), "--malloc_tuning=false"};
+  // More server flags, e.g. a short --max_connection_age to see what calls
+  // meet at a connection's end many times in one run.
+  if (const char* extra = std::getenv("TENSOROPS_SOAK_SERVER_FLAGS")) {
+    for (absl::string_view f : absl::StrSplit(extra, ' ', absl::SkipEmpty())) {
+      flags.emplace_back(f);
+    }
+  }
+  const absl::Status started = server.Start(TENSOROPS_SERVER_PATH, flags);
   unsetenv("GLIBC_TUNABLES");
   ASSERT_TRUE(started.ok()) << started;
   ClientOptions options;

@@ -57,8 +57,13 @@ struct TlsOptions {
 
 // Retries of calls that fail with UNAVAILABLE (server stopping, connection
 // refused) or RESOURCE_EXHAUSTED (a server's queue or in-flight budget
-// full), by gRPC's retry machinery (service config retryPolicy). Every op
-// is a pure function of its request, so a retry is always safe. A server's
+// full), by gRPC's retry machinery (service config retryPolicy), and of
+// unary calls that fail UNKNOWN by the SDK itself: no status at all, an
+// answer cut after it began (a replica killed while it sent it, which
+// HAProxy 2.6 passes on as "Stream removed"; tensorops servers never answer
+// UNKNOWN themselves), which gRPC's retries, ending at an answer's first
+// byte, cannot resend. Every op is a pure function of its request, so a
+// retry is always safe. A server's
 // own refusal says when to come back (google.rpc.RetryInfo, and gRPC's
 // grpc-retry-pushback-ms trailer with the same delay, which replaces the
 // backoff below for that attempt) or that no retry can help (a tensor over a
