@@ -545,18 +545,23 @@ ExecuteResult Client::Impl::Call(absl::string_view op, const Attrs& attrs,
 
 bool Client::Impl::ResendCutAnswer(const absl::Status& st, int attempt, size_t request_bytes,
                                    std::chrono::system_clock::time_point deadline) const {
-  // gRPC's retries (the policy above) stop at the first byte of an answer:
-  // a call whose replica died while it sent the answer comes back from a
-  // proxy as UNKNOWN "Stream removed" (HAProxy 2.6 resets the stream after
-  // the response headers: issue 36), never resent. Our servers never answer
-  // UNKNOWN themselves, and every op is a pure function of its request, so
-  // such a call is sent again, within the policy's attempts, its request
-  // size bound and the call's deadline.
+  // What gRPC's retries (the policy above) cannot resend, and this SDK can
+  // (it holds the request anyway; every op is a pure function of it):
+  //  - an answer cut after its first byte, where gRPC's retries stop: a
+  //    replica that died while it sent the answer comes back from a proxy
+  //    as UNKNOWN "Stream removed" (HAProxy 2.6 resets the stream after the
+  //    response headers: issue 36). Our servers never answer UNKNOWN;
+  //  - an UNAVAILABLE call over max_buffered_bytes, which gRPC commits to
+  //    its first attempt: e.g. a connection the server closed after its
+  //    max-age GOAWAY while the call was on its way (gRPC 1.51 then resets
+  //    the socket, and the client never reads the GOAWAY that would have
+  //    told it the call was not processed).
+  // Within the policy's attempts and the call's deadline.
   const RetryPolicy& r = options.retry;
-  if (st.code() != absl::StatusCode::kUnknown || !r.enabled || attempt >= r.max_attempts ||
-      static_cast<int64_t>(request_bytes) > r.max_buffered_bytes) {
-    return false;
-  }
+  const bool cut = st.code() == absl::StatusCode::kUnknown;
+  const bool unbuffered = st.code() == absl::StatusCode::kUnavailable &&
+                          static_cast<int64_t>(request_bytes) > r.max_buffered_bytes;
+  if (!(cut || unbuffered) || !r.enabled || attempt >= r.max_attempts) return false;
   const auto backoff = r.initial_backoff * std::pow(r.backoff_multiplier, attempt - 1);
   const auto wait = std::min<std::chrono::milliseconds>(
       r.max_backoff, std::chrono::duration_cast<std::chrono::milliseconds>(backoff));

@@ -2,8 +2,9 @@
 // same way (a gRPC generic service: no tensorops code on the server side),
 // counting the attempts that reach it:
 //   - UNKNOWN (an answer a proxy cut: issue 36) is resent by the SDK itself,
-//     max_attempts in all, with the policy's backoff; not with retries off,
-//     nor for a request over max_buffered_bytes;
+//     max_attempts in all, with the policy's backoff; not with retries off;
+//   - UNAVAILABLE is retried by gRPC up to max_buffered_bytes and by the SDK
+//     above it: max_attempts either way;
 //   - RESOURCE_EXHAUSTED is retried by gRPC, unless the server's pushback
 //     (grpc-retry-pushback-ms: -1) says no retry can help.
 #include <grpcpp/generic/async_generic_service.h>
@@ -92,17 +93,30 @@ TEST_F(RetryTest, CutAnswersAreResentWithTheBackoff) {
   EXPECT_GE(ms, (50 + 100 + 200 + 400) * 0.9);
 }
 
-TEST_F(RetryTest, CutAnswersAreNotResentWithRetriesOffOrOverTheBuffer) {
+TEST_F(RetryTest, CutAnswersAreNotResentWithRetriesOff) {
   Serve(grpc::StatusCode::UNKNOWN);
   RetryPolicy off;
   off.enabled = false;
   double ms = 0;
   EXPECT_EQ(Roll(off, 1024, &ms).code(), absl::StatusCode::kUnknown);
   EXPECT_EQ(service_->calls(), 1);
+}
+
+// gRPC retries UNAVAILABLE only for calls its buffer holds; the SDK resends
+// bigger ones itself, so each size gets the policy's attempts, not more.
+TEST_F(RetryTest, UnavailableIsRetriedOnceWhateverTheSize) {
+  Serve(grpc::StatusCode::UNAVAILABLE);
   RetryPolicy small_buffer;
-  small_buffer.max_buffered_bytes = 1024;
-  EXPECT_EQ(Roll(small_buffer, 4096, &ms).code(), absl::StatusCode::kUnknown);
-  EXPECT_EQ(service_->calls(), 2);
+  small_buffer.max_buffered_bytes = 2048;
+  double ms = 0;
+  EXPECT_EQ(Roll(small_buffer, 1024, &ms).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(service_->calls(), small_buffer.max_attempts);  // by gRPC
+  EXPECT_EQ(Roll(small_buffer, 8192, &ms).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(service_->calls(), 2 * small_buffer.max_attempts);  // by the SDK
+  RetryPolicy off;
+  off.enabled = false;
+  EXPECT_EQ(Roll(off, 8192, &ms).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(service_->calls(), 2 * small_buffer.max_attempts + 1);
 }
 
 TEST_F(RetryTest, ResourceExhaustedIsRetriedUnlessThePushbackSaysNo) {
