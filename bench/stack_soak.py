@@ -296,11 +296,15 @@ def report(args, tally, samples, pids):
             for t, v in samples:
                 f.write("%.0f,%s\n" % (t, ",".join(str(v[n]) for n in pids)))
     for name in pids:
-        floors = {}
+        floors, counts = {}, {}
         for t, v in samples:
             if v[name] > 0:
                 m = int(t // 60)
                 floors[m] = min(floors.get(m, v[name]), v[name])
+                counts[m] = counts.get(m, 0) + 1
+        # A minute with a few samples only (the run's last, partial one) has
+        # no floor worth the name: one sample may be a big call's bytes.
+        floors = {m: f for m, f in floors.items() if counts[m] >= 6}
         line = " ".join("%d" % (floors[m] // 1024) for m in sorted(floors))
         msg = "  %s RSS floor per minute (MiB): %s" % (name, line)
         if len(floors) >= 3:
