@@ -49,16 +49,24 @@ template <>
 struct ScalarOf<8> {
   using type = uint64_t;
 };
+template <>
+struct ScalarOf<16> {
+  using type = Bytes16;
+};
 
-// GCC 12 does not vectorise a loop that reads backwards, so reverse whole
-// 16-byte vectors explicitly: load a vector from the end, permute its lanes
-// with __builtin_shuffle (lowered to the best shuffle the target has), store
-// it at the front. Two vectors per step keep both load ports busy.
+// `rows` rows of n blocks; row r reads src + r*src_step and writes
+// dst + r*dst_step (ReverseRows' arguments).
+struct RowArgs {
+  char* dst;
+  const char* src;
+  int64_t n, rows, dst_step, src_step;
+};
+
 #if defined(__x86_64__)
-// GCC 12 does not vectorise a loop that reads backwards, and baseline x86-64
-// (SSE2) has no byte shuffle, so the reversal of 1/2/4/8-byte elements uses
-// AVX2 when the CPU has it (checked once at run time), else the scalar loop.
-// Each step loads 32 bytes from the end, reverses the lanes, stores them at
+// GCC 12 does not vectorise a loop that reads backwards, so the reversal of
+// 1/2/4/8/16-byte elements is written per instruction set (KernelIsa): AVX2
+// lane shuffles, SSE2 word shuffles, or 8-byte words in general registers.
+// Each step loads from the end of the row, reverses the lanes, stores them at
 // the front.
 __attribute__((target("avx2"))) inline __m256i ReverseLanes(__m256i v, int width) {
   switch (width) {
@@ -76,8 +84,10 @@ __attribute__((target("avx2"))) inline __m256i ReverseLanes(__m256i v, int width
     }
     case 4:
       return _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0));
-    default:  // 8
+    case 8:
       return _mm256_permute4x64_epi64(v, 0x1B);
+    default:  // 16
+      return _mm256_permute4x64_epi64(v, 0x4E);
   }
 }
 
@@ -116,42 +126,117 @@ __attribute__((target("avx2"), always_inline)) inline void ReverseOneAvx2(char* 
   }
 }
 
-// ReverseOneAvx2 for outputs past the cache: the output is walked ascending
-// so that the stores can be aligned streaming stores (the loads are
-// unaligned and descend instead). Only whole 64-byte lines are streamed: a
-// line that also takes an ordinary store (the unaligned ends) is pulled into
-// the cache, and a streaming store to a cached line costs a write-back and an
-// invalidation (measured: 4-6x slower than ordinary stores throughout). The
-// partial lines at either end are written with the scalar loop. Needs dst
-// aligned to kWidth, so that line boundaries are element boundaries.
-template <int kWidth>
-__attribute__((target("avx2"), always_inline)) inline void ReverseOneAvx2Stream(char* dst,
-                                                                                const char* src,
-                                                                                int64_t n) {
+// One 64-byte line with its elements reversed, per instruction set:
+// Reverse<W>(dst, src) writes dst[0, 64) (64-byte aligned) with streaming
+// stores as the W-byte elements of src[0, 64) in reverse order;
+// ReverseShort<W> reverses n elements with ordinary stores (the partial lines
+// at the ends of a row).
+struct Avx2Rev {
+  template <int kWidth>
+  __attribute__((target("avx2"))) static void Reverse(char* dst, const char* src) {
+    const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 32));
+    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst), ReverseLanes(hi, kWidth));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + 32), ReverseLanes(lo, kWidth));
+  }
+  template <int kWidth>
+  __attribute__((target("avx2"))) static void ReverseShort(char* dst, const char* src, int64_t n) {
+    ReverseOneAvx2<kWidth>(dst, src, n);
+  }
+};
+
+// SSE2 has no byte shuffle: dwords are reversed with pshufd, words inside
+// them with pshuflw/pshufhw, bytes inside words with shifts.
+struct Sse2Rev {
+  template <int kWidth>
+  static __m128i Reverse16(__m128i v) {
+    if constexpr (kWidth == 16) {
+      return v;
+    } else if constexpr (kWidth == 8) {
+      return _mm_shuffle_epi32(v, 0x4E);
+    } else if constexpr (kWidth == 4) {
+      return _mm_shuffle_epi32(v, 0x1B);
+    } else {
+      v = _mm_shuffle_epi32(v, 0x1B);
+      v = _mm_shufflehi_epi16(_mm_shufflelo_epi16(v, 0xB1), 0xB1);
+      if constexpr (kWidth == 1) v = _mm_or_si128(_mm_slli_epi16(v, 8), _mm_srli_epi16(v, 8));
+      return v;
+    }
+  }
+  template <int kWidth>
+  static void Reverse(char* dst, const char* src) {
+    for (int q = 0; q < 64; q += 16) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 48 - q));
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + q), Reverse16<kWidth>(v));
+    }
+  }
+  template <int kWidth>
+  static void ReverseShort(char* dst, const char* src, int64_t n) {
+    ReverseScalar<typename ScalarOf<kWidth>::type>(dst, src, n);
+  }
+};
+
+// General-purpose registers only: 8-byte words, their elements reversed by a
+// byte swap or rotations, written with movnti.
+struct ScalarRev {
+  template <int kWidth>
+  static uint64_t Reverse8(uint64_t x) {
+    if constexpr (kWidth == 1) {
+      return __builtin_bswap64(x);
+    } else if constexpr (kWidth == 2) {
+      x = ((x & 0x0000FFFF0000FFFFull) << 16) | ((x >> 16) & 0x0000FFFF0000FFFFull);
+      return (x << 32) | (x >> 32);
+    } else if constexpr (kWidth == 4) {
+      return (x << 32) | (x >> 32);
+    } else {
+      return x;  // 8, 16: whole words move
+    }
+  }
+  template <int kWidth>
+  static void Reverse(char* dst, const char* src) {
+    for (int k = 0; k < 8; ++k) {
+      // Word k of dst is word 7-k of src; for 16-byte elements the two words
+      // of an element keep their order.
+      const int from = kWidth == 16 ? (7 - k) ^ 1 : 7 - k;
+      uint64_t v;
+      std::memcpy(&v, src + 8 * from, 8);
+      _mm_stream_si64(reinterpret_cast<long long*>(dst + 8 * k),     // NOLINT(runtime/int)
+                      static_cast<long long>(Reverse8<kWidth>(v)));  // NOLINT(runtime/int)
+    }
+  }
+  template <int kWidth>
+  static void ReverseShort(char* dst, const char* src, int64_t n) {
+    ReverseScalar<typename ScalarOf<kWidth>::type>(dst, src, n);
+  }
+};
+
+// One row of n elements reversed into an output past the cache: the output
+// is walked ascending so that the stores can be aligned streaming stores (the
+// loads are unaligned and descend instead). Only whole 64-byte lines are
+// streamed (see StreamCopyWith); the partial lines at either end take
+// ordinary stores. Needs dst aligned to kWidth, so that line boundaries are
+// element boundaries.
+template <typename Rev, int kWidth>
+inline void ReverseOneStream(char* dst, const char* src, int64_t n) {
   const int64_t total = n * kWidth;
   const auto addr = reinterpret_cast<uintptr_t>(dst);
   if ((addr & (kWidth - 1)) != 0) {
-    ReverseOneAvx2<kWidth>(dst, src, n);
+    Rev::template ReverseShort<kWidth>(dst, src, n);
     return;
   }
   const int64_t q0 = static_cast<int64_t>((64 - (addr & 63)) & 63);                   // first line
   const int64_t q1 = static_cast<int64_t>(((addr + total) & ~uintptr_t{63}) - addr);  // past last
   if (q1 < q0 + 64) {  // no whole line inside
-    ReverseOneAvx2<kWidth>(dst, src, n);
+    Rev::template ReverseShort<kWidth>(dst, src, n);
     return;
   }
-  // dst elements [0, q0/w) <- src elements [n - q0/w, n), reversed. Ordinary
-  // stores that stay inside [0, q0): vectors where 32 bytes fit (a row at
-  // 16 bytes past a line, as malloc's big blocks are, has 48 bytes here).
-  ReverseOneAvx2<kWidth>(dst, src + total - q0, q0 / kWidth);
+  // dst elements [0, q0/w) <- src elements [n - q0/w, n), reversed.
+  Rev::template ReverseShort<kWidth>(dst, src + total - q0, q0 / kWidth);
   for (int64_t q = q0; q < q1; q += 64) {
-    __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + total - q - 32));
-    __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + total - q - 64));
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + q), ReverseLanes(a, kWidth));
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + q + 32), ReverseLanes(b, kWidth));
+    Rev::template Reverse<kWidth>(dst + q, src + total - q - 64);
   }
   // dst elements [q1/w, n) <- src elements [0, n - q1/w), reversed.
-  ReverseOneAvx2<kWidth>(dst + q1, src, (total - q1) / kWidth);
+  Rev::template ReverseShort<kWidth>(dst + q1, src, (total - q1) / kWidth);
 }
 
 // `rows` rows of n elements each; row r reads src + r*src_step and writes
@@ -171,68 +256,105 @@ inline void PrefetchRow(const char* p, int64_t bytes) {
   for (int64_t k = 0; k < bytes; k += 64) __builtin_prefetch(p + k);
 }
 
-template <int kWidth>
-__attribute__((target("avx2"))) void ReverseRowsAvx2(char* dst, const char* src, int64_t n,
-                                                     int64_t rows, int64_t dst_step,
-                                                     int64_t src_step, bool stream) {
-  const int64_t row_bytes = n * kWidth;
-  const bool prefetch = rows > kPrefetchRowsAhead && row_bytes <= kPrefetchMaxRowBytes;
-  if (stream) {
-    for (int64_t r = 0; r < rows; ++r, dst += dst_step, src += src_step) {
-      if (prefetch && r + kPrefetchRowsAhead < rows) {
-        PrefetchRow(src + kPrefetchRowsAhead * src_step, row_bytes);
-      }
-      ReverseOneAvx2Stream<kWidth>(dst, src, n);
+template <typename Rev, int kWidth>
+inline void ReverseRowsStreamWith(const RowArgs& a) {
+  const int64_t row_bytes = a.n * kWidth;
+  const bool prefetch = a.rows > kPrefetchRowsAhead && row_bytes <= kPrefetchMaxRowBytes;
+  char* dst = a.dst;
+  const char* src = a.src;
+  for (int64_t r = 0; r < a.rows; ++r, dst += a.dst_step, src += a.src_step) {
+    if (prefetch && r + kPrefetchRowsAhead < a.rows) {
+      PrefetchRow(src + kPrefetchRowsAhead * a.src_step, row_bytes);
     }
-    return;
-  }
-  for (int64_t r = 0; r < rows; ++r, dst += dst_step, src += src_step) {
-    if (prefetch && r + kPrefetchRowsAhead < rows) {
-      PrefetchRow(src + kPrefetchRowsAhead * src_step, row_bytes);
-    }
-    ReverseOneAvx2<kWidth>(dst, src, n);
+    ReverseOneStream<Rev, kWidth>(dst, src, a.n);
   }
 }
 
-// 16-byte elements: one SSE2 vector each; streamed only on whole 64-byte
-// lines (see ReverseOneAvx2Stream), the partial lines at the ends ordinary.
-void ReverseRows16Stream(char* dst, const char* src, int64_t n, int64_t rows, int64_t dst_step,
-                         int64_t src_step) {
-  for (int64_t r = 0; r < rows; ++r, dst += dst_step, src += src_step) {
-    const auto addr = reinterpret_cast<uintptr_t>(dst);
-    if ((addr & 15) != 0) {
-      ReverseScalar<Bytes16>(dst, src, n);
-      continue;
+template <int kWidth>
+__attribute__((target("avx2"), flatten)) void ReverseRowsStreamAvx2(const RowArgs& a) {
+  ReverseRowsStreamWith<Avx2Rev, kWidth>(a);
+}
+template <int kWidth>
+__attribute__((flatten)) void ReverseRowsStreamSse2(const RowArgs& a) {
+  ReverseRowsStreamWith<Sse2Rev, kWidth>(a);
+}
+template <int kWidth>
+__attribute__((flatten)) void ReverseRowsStreamScalar(const RowArgs& a) {
+  ReverseRowsStreamWith<ScalarRev, kWidth>(a);
+}
+
+// Ordinary stores (outputs that stay in cache), AVX2.
+template <int kWidth>
+__attribute__((target("avx2"))) void ReverseRowsAvx2(const RowArgs& a) {
+  const int64_t row_bytes = a.n * kWidth;
+  const bool prefetch = a.rows > kPrefetchRowsAhead && row_bytes <= kPrefetchMaxRowBytes;
+  char* dst = a.dst;
+  const char* src = a.src;
+  for (int64_t r = 0; r < a.rows; ++r, dst += a.dst_step, src += a.src_step) {
+    if (prefetch && r + kPrefetchRowsAhead < a.rows) {
+      PrefetchRow(src + kPrefetchRowsAhead * a.src_step, row_bytes);
     }
-    // Elements [i0, i1) fill whole lines.
-    const int64_t i0 = std::min<int64_t>(n, static_cast<int64_t>(((64 - (addr & 63)) & 63) / 16));
-    const int64_t i1 = std::max<int64_t>(i0, i0 + (n - i0) / 4 * 4);
-    for (int64_t i = 0; i < n; ++i) {
-      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + (n - 1 - i) * 16));
-      if (i >= i0 && i < i1) {
-        _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i * 16), v);
-      } else {
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i * 16), v);
-      }
+    ReverseOneAvx2<kWidth>(dst, src, a.n);
+  }
+}
+
+// Blocks of any other width reversed into an output past the cache, each
+// block copied by StreamCopyWith inline (a call per 256-byte block, and
+// glibc's short-size memcpy behind it, cost up to half the speed).
+template <typename Line>
+inline void ReverseBlocksStreamWith(const RowArgs& a, int64_t block) {
+  char* dst = a.dst;
+  const char* src = a.src;
+  for (int64_t r = 0; r < a.rows; ++r, dst += a.dst_step, src += a.src_step) {
+    // Read ascending, write descending: ascending reads keep the hardware
+    // prefetcher streaming from DRAM.
+    for (int64_t i = 0; i < a.n; ++i) {
+      StreamCopyWith<Line>(dst + (a.n - 1 - i) * block, src + i * block, block);
     }
   }
+}
+
+__attribute__((target("avx2"), flatten)) void ReverseBlocksStreamAvx2(const RowArgs& a,
+                                                                      int64_t block) {
+  ReverseBlocksStreamWith<Avx2Line>(a, block);
+}
+__attribute__((flatten)) void ReverseBlocksStreamSse2(const RowArgs& a, int64_t block) {
+  ReverseBlocksStreamWith<Sse2Line>(a, block);
+}
+__attribute__((flatten)) void ReverseBlocksStreamScalar(const RowArgs& a, int64_t block) {
+  ReverseBlocksStreamWith<ScalarLine>(a, block);
 }
 #endif
 
-// Without AVX2 (or with it turned off) the loops below use ordinary stores:
-// the streaming variants exist only where the vector path does.
+// Rows of 1/2/4/8/16-byte elements on the active instruction set. Outputs in
+// cache take ordinary stores: AVX2 lanes, else the scalar loop.
 template <int kWidth>
-void ReverseRowsOf(char* dst, const char* src, int64_t n, int64_t rows, int64_t dst_step,
-                   int64_t src_step, bool stream) {
+void ReverseRowsOf(const RowArgs& a, bool stream) {
 #if defined(__x86_64__)
-  if (UseAvx2()) {
-    ReverseRowsAvx2<kWidth>(dst, src, n, rows, dst_step, src_step, stream);
+  const KernelIsa isa = ActiveKernelIsa();
+  if (stream) {
+    switch (isa) {
+      case KernelIsa::kAvx2:
+        ReverseRowsStreamAvx2<kWidth>(a);
+        return;
+      case KernelIsa::kSse2:
+        ReverseRowsStreamSse2<kWidth>(a);
+        return;
+      case KernelIsa::kScalar:
+        ReverseRowsStreamScalar<kWidth>(a);
+        return;
+    }
+  }
+  if (isa == KernelIsa::kAvx2) {
+    ReverseRowsAvx2<kWidth>(a);
     return;
   }
 #endif
   (void)stream;
-  for (int64_t r = 0; r < rows; ++r, dst += dst_step, src += src_step) {
-    ReverseScalar<typename ScalarOf<kWidth>::type>(dst, src, n);
+  char* dst = a.dst;
+  const char* src = a.src;
+  for (int64_t r = 0; r < a.rows; ++r, dst += a.dst_step, src += a.src_step) {
+    ReverseScalar<typename ScalarOf<kWidth>::type>(dst, src, a.n);
   }
 }
 
@@ -265,8 +387,8 @@ void StreamRolledRowsWith(const RolledRows& r) {
       if (s >= r.row) s -= r.row;
       const char* src = in + s;
       if (s + 64 > r.row) {
-        std::memcpy(wrap, in + s, r.row - s);
-        std::memcpy(wrap + (r.row - s), in, 64 - (r.row - s));
+        SmallCopy(wrap, in + s, r.row - s);
+        SmallCopy(wrap + (r.row - s), in, 64 - (r.row - s));
         src = wrap;
       }
       Line::Copy(out + j, src);
@@ -280,44 +402,76 @@ __attribute__((target("avx2"), flatten)) void StreamRolledRowsAvx2(const RolledR
 __attribute__((flatten)) void StreamRolledRowsSse2(const RolledRows& r) {
   StreamRolledRowsWith<Sse2Line>(r);
 }
+__attribute__((flatten)) void StreamRolledRowsScalar(const RolledRows& r) {
+  StreamRolledRowsWith<ScalarLine>(r);
+}
+
+void StreamRolledRows(const RolledRows& r) {
+  switch (ActiveKernelIsa()) {
+    case KernelIsa::kAvx2:
+      StreamRolledRowsAvx2(r);
+      return;
+    case KernelIsa::kSse2:
+      StreamRolledRowsSse2(r);
+      return;
+    case KernelIsa::kScalar:
+      StreamRolledRowsScalar(r);
+      return;
+  }
+}
+
+// Blocks of a width without a lane reversal, streamed.
+void ReverseBlocksStream(const RowArgs& a, int64_t block) {
+  switch (ActiveKernelIsa()) {
+    case KernelIsa::kAvx2:
+      ReverseBlocksStreamAvx2(a, block);
+      return;
+    case KernelIsa::kSse2:
+      ReverseBlocksStreamSse2(a, block);
+      return;
+    case KernelIsa::kScalar:
+      ReverseBlocksStreamScalar(a, block);
+      return;
+  }
+}
 #endif
 
 }  // namespace
 
 void ReverseRows(void* dst_v, const void* src_v, int64_t n, int64_t block, int64_t rows,
                  int64_t dst_step, int64_t src_step, bool stream) {
-  auto* dst = static_cast<char*>(dst_v);
-  const auto* src = static_cast<const char*>(src_v);
+  const RowArgs a{
+      static_cast<char*>(dst_v), static_cast<const char*>(src_v), n, rows, dst_step, src_step};
   switch (block) {
     case 1:
-      ReverseRowsOf<1>(dst, src, n, rows, dst_step, src_step, stream);
+      ReverseRowsOf<1>(a, stream);
       return;
     case 2:
-      ReverseRowsOf<2>(dst, src, n, rows, dst_step, src_step, stream);
+      ReverseRowsOf<2>(a, stream);
       return;
     case 4:
-      ReverseRowsOf<4>(dst, src, n, rows, dst_step, src_step, stream);
+      ReverseRowsOf<4>(a, stream);
       return;
     case 8:
-      ReverseRowsOf<8>(dst, src, n, rows, dst_step, src_step, stream);
+      ReverseRowsOf<8>(a, stream);
+      return;
+    case 16:
+      ReverseRowsOf<16>(a, stream);
       return;
     default:
 #if defined(__x86_64__)
-      if (block == 16 && stream) {
-        ReverseRows16Stream(dst, src, n, rows, dst_step, src_step);
+      if (stream) {
+        ReverseBlocksStream(a, block);
         return;
       }
 #endif
+      char* dst = a.dst;
+      const char* src = a.src;
       for (int64_t r = 0; r < rows; ++r, dst += dst_step, src += src_step) {
-        if (block == 16) {
-          ReverseScalar<Bytes16>(dst, src, n);
-          continue;
-        }
         // Read ascending, write descending: ascending reads keep the
         // hardware prefetcher streaming from DRAM.
-        for (int64_t i = 0; i < n; ++i) {
-          CopyBytes(dst + (n - 1 - i) * block, src + i * block, block, stream);
-        }
+        for (int64_t i = 0; i < n; ++i)
+          std::memcpy(dst + (n - 1 - i) * block, src + i * block, block);
       }
   }
 }
@@ -454,11 +608,7 @@ void AxisTransformPlan::Rows(size_t d, const char* in, int64_t in_step, char* ou
       // not matter.
       RolledRows r{out,   in,       row_bytes, inner.segments[0].in_start * block_,
                    count, out_step, in_step};
-      if (UseAvx2()) {
-        StreamRolledRowsAvx2(r);
-      } else {
-        StreamRolledRowsSse2(r);
-      }
+      StreamRolledRows(r);
       return;
     }
 #endif

@@ -62,19 +62,20 @@ TEST(ReverseBlocksTest, ReverseRowsWithSteps) {
 }
 
 // Every store path of ReverseBlocks/ReverseRows: ordinary or streaming
-// stores, AVX2 or scalar; destination offsets 0-63 bytes from a 64-byte
+// stores, on each instruction set; destination offsets 0-63 bytes from a 64-byte
 // boundary so the streaming path's aligned middle and unaligned ends (and its
 // fallback for a destination not aligned to the element) are all hit.
 TEST(ReverseBlocksTest, StoreModesAndAlignments) {
   std::mt19937 rng(13);
-  for (bool avx2 : {true, false}) {
-    SetAvx2Allowed(avx2);
+  for (KernelIsa isa : {KernelIsa::kAvx2, KernelIsa::kSse2, KernelIsa::kScalar}) {
+    SetKernelIsa(isa);
     for (bool stream : {false, true}) {
       for (int64_t block : {1, 2, 4, 8, 16, 24, 256}) {
         for (int64_t n : {0, 1, 7, 16, 31, 32, 33, 63, 64, 65, 100, 257}) {
           for (int64_t offset : {0, 1, 2, 4, 8, 16, 24, 32, 40, 63}) {
-            SCOPED_TRACE(testing::Message() << "avx2 " << avx2 << " stream " << stream << " block "
-                                            << block << " n " << n << " offset " << offset);
+            SCOPED_TRACE(testing::Message()
+                         << KernelIsaName(isa) << " stream " << stream << " block " << block
+                         << " n " << n << " offset " << offset);
             const int64_t bytes = n * block;
             std::vector<char> src(bytes + 3);
             for (char& c : src) c = static_cast<char>(rng());
@@ -96,28 +97,35 @@ TEST(ReverseBlocksTest, StoreModesAndAlignments) {
       }
     }
   }
-  SetAvx2Allowed(true);
+  SetKernelIsa(std::nullopt);
 }
 
+// Every size class of the streamed copy's own head and tail copies (1, 2,
+// 4, 8, 16, 32 bytes, overlapping) on each instruction set.
 TEST(CopyBytesTest, StreamingMatchesMemcpyAtEveryAlignment) {
   std::mt19937 rng(17);
-  for (bool stream : {false, true}) {
-    for (int64_t n : {0, 1, 63, 64, 255, 256, 257, 1000, 4096, 4099}) {
-      for (int64_t offset : {0, 1, 15, 16, 33, 63}) {
-        SCOPED_TRACE(testing::Message()
-                     << "stream " << stream << " n " << n << " offset " << offset);
-        std::vector<char> src(n + 5);
-        for (char& c : src) c = static_cast<char>(rng());
-        std::vector<char> buf(n + 256, 0x5A);
-        char* dst = buf.data() + 64 + offset;
-        CopyBytes(dst, src.data() + 5, n, stream);
-        StreamFence();
-        ASSERT_EQ(std::memcmp(dst, src.data() + 5, n), 0);
-        for (char* p = buf.data(); p < dst; ++p) ASSERT_EQ(*p, 0x5A);
-        for (char* p = dst + n; p < buf.data() + buf.size(); ++p) ASSERT_EQ(*p, 0x5A);
+  for (KernelIsa isa : {KernelIsa::kAvx2, KernelIsa::kSse2, KernelIsa::kScalar}) {
+    SetKernelIsa(isa);
+    for (bool stream : {false, true}) {
+      for (int64_t n : {0,  1,  2,  3,  4,  5,  7,   8,   9,   15,  16,   17,   31,
+                        32, 33, 47, 63, 64, 65, 127, 255, 256, 257, 1000, 4096, 4099}) {
+        for (int64_t offset : {0, 1, 15, 16, 33, 63}) {
+          SCOPED_TRACE(testing::Message() << KernelIsaName(isa) << " stream " << stream << " n "
+                                          << n << " offset " << offset);
+          std::vector<char> src(n + 5);
+          for (char& c : src) c = static_cast<char>(rng());
+          std::vector<char> buf(n + 256, 0x5A);
+          char* dst = buf.data() + 64 + offset;
+          CopyBytes(dst, src.data() + 5, n, stream);
+          StreamFence();
+          ASSERT_EQ(std::memcmp(dst, src.data() + 5, n), 0);
+          for (char* p = buf.data(); p < dst; ++p) ASSERT_EQ(*p, 0x5A);
+          for (char* p = dst + n; p < buf.data() + buf.size(); ++p) ASSERT_EQ(*p, 0x5A);
+        }
       }
     }
   }
+  SetKernelIsa(std::nullopt);
 }
 
 // Plans decide once, from the output size, whether to stream.
