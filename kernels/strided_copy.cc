@@ -420,6 +420,92 @@ void StreamRolledRows(const RolledRows& r) {
   }
 }
 
+// Rows reversed and rolled along their own elements (what a chain of
+// Reverses and Rolls composes to along an axis), streamed straight to a
+// 64-byte aligned output: out element e = in element (c - e) mod n for rows
+// of `row` bytes (a multiple of 64), `off` = (c + 1) * width. Output line j
+// holds, reversed, the 64 input bytes of the circular range that ends at
+// byte off - j: one unaligned load and a lane reversal per line, the one
+// line per row that straddles the wrap assembled in a 64-byte buffer. Every
+// output line is one streaming store of a whole line; written as its two
+// reversed runs instead, the line where they meet took ordinary stores from
+// both.
+template <typename Rev, int kWidth>
+void StreamReverseRolledRowsWith(const RolledRows& r) {
+  alignas(64) char wrap[64];
+  const char* in = r.in;
+  char* out = r.out;
+  for (int64_t k = 0; k < r.count; ++k, in += r.in_step, out += r.out_step) {
+    if (k + 2 < r.count) {
+      for (int64_t b = 0; b < r.row; b += 64) _mm_prefetch(in + 2 * r.in_step + b, _MM_HINT_T0);
+    }
+    int64_t s = r.off - 64;  // off is in (0, row]
+    if (s < 0) s += r.row;
+    for (int64_t j = 0; j < r.row; j += 64) {
+      const char* src = in + s;
+      if (s + 64 > r.row) {
+        SmallCopy(wrap, in + s, r.row - s);
+        SmallCopy(wrap + (r.row - s), in, 64 - (r.row - s));
+        src = wrap;
+      }
+      Rev::template Reverse<kWidth>(out + j, src);
+      s -= 64;
+      if (s < 0) s += r.row;
+    }
+  }
+}
+
+template <int kWidth>
+__attribute__((target("avx2"), flatten)) void StreamReverseRolledRowsAvx2(const RolledRows& r) {
+  StreamReverseRolledRowsWith<Avx2Rev, kWidth>(r);
+}
+template <int kWidth>
+__attribute__((flatten)) void StreamReverseRolledRowsSse2(const RolledRows& r) {
+  StreamReverseRolledRowsWith<Sse2Rev, kWidth>(r);
+}
+template <int kWidth>
+__attribute__((flatten)) void StreamReverseRolledRowsScalar(const RolledRows& r) {
+  StreamReverseRolledRowsWith<ScalarRev, kWidth>(r);
+}
+
+template <int kWidth>
+void StreamReverseRolledRowsOf(const RolledRows& r) {
+  switch (ActiveKernelIsa()) {
+    case KernelIsa::kAvx2:
+      StreamReverseRolledRowsAvx2<kWidth>(r);
+      return;
+    case KernelIsa::kSse2:
+      StreamReverseRolledRowsSse2<kWidth>(r);
+      return;
+    case KernelIsa::kScalar:
+      StreamReverseRolledRowsScalar<kWidth>(r);
+      return;
+  }
+}
+
+// False for an element width without a lane reversal.
+bool StreamReverseRolledRows(const RolledRows& r, int64_t width) {
+  switch (width) {
+    case 1:
+      StreamReverseRolledRowsOf<1>(r);
+      return true;
+    case 2:
+      StreamReverseRolledRowsOf<2>(r);
+      return true;
+    case 4:
+      StreamReverseRolledRowsOf<4>(r);
+      return true;
+    case 8:
+      StreamReverseRolledRowsOf<8>(r);
+      return true;
+    case 16:
+      StreamReverseRolledRowsOf<16>(r);
+      return true;
+    default:
+      return false;
+  }
+}
+
 // Blocks of a width without a lane reversal, streamed.
 void ReverseBlocksStream(const RowArgs& a, int64_t block) {
   switch (ActiveKernelIsa()) {
@@ -598,20 +684,8 @@ void AxisTransformPlan::Rows(size_t d, const char* in, int64_t in_step, char* ou
       return;
     }
     const int64_t row_bytes = inner.size * block_;
-#if defined(__x86_64__)
+    if (StreamWholeLineRows(inner.segments, in, in_step, out, out_step, count)) return;
     const bool rolled = inner.segments.size() == 2 && !inner.segments[0].reversed;
-    if (stream_ && rolled && row_bytes <= kRollScratchBytes && row_bytes % 64 == 0 &&
-        reinterpret_cast<uintptr_t>(out) % 64 == 0 && out_step % 64 == 0) {
-      // Roll along the innermost dim, output past the cache, short rows of
-      // whole aligned lines (the server's big outputs are page-aligned).
-      // Longer rows are two long copies below, whose one shared line does
-      // not matter.
-      RolledRows r{out,   in,       row_bytes, inner.segments[0].in_start * block_,
-                   count, out_step, in_step};
-      StreamRolledRows(r);
-      return;
-    }
-#endif
     if (stream_ && rolled && row_bytes <= kRollScratchBytes) {
       // Roll along the innermost dim, output past the cache, rows not whole
       // aligned lines: a row is two copies whose seam falls inside a cache
@@ -678,8 +752,38 @@ void AxisTransformPlan::RunRowsUnfenced(const void* in_v, int64_t in_step, void*
   Runs(dims_[0].segments, in, in_step, out, out_step, rows);
 }
 
+bool AxisTransformPlan::StreamWholeLineRows(absl::Span<const Segment> segments, const char* in,
+                                            int64_t in_step, char* out, int64_t out_step,
+                                            int64_t rows) const {
+#if defined(__x86_64__)
+  // A roll or a rolled reversal along the innermost dim, output past the
+  // cache, short rows of whole aligned lines (the server's big outputs are
+  // page-aligned). Longer rows are two long copies, whose one shared line
+  // does not matter.
+  if (!stream_ || segments.size() != 2 || segments[0].reversed != segments[1].reversed) {
+    return false;
+  }
+  const int64_t row_bytes = (segments[0].count + segments[1].count) * block_;
+  if (row_bytes > kRollScratchBytes || row_bytes % 64 != 0 ||
+      reinterpret_cast<uintptr_t>(out) % 64 != 0 || out_step % 64 != 0) {
+    return false;
+  }
+  if (!segments[0].reversed) {
+    StreamRolledRows({out, in, row_bytes, segments[0].in_start * block_, rows, out_step, in_step});
+    return true;
+  }
+  // Output element 0 reads input element c = segments[0].in_start.
+  return StreamReverseRolledRows(
+      {out, in, row_bytes, (segments[0].in_start + 1) * block_, rows, out_step, in_step}, block_);
+#else
+  (void)segments, (void)in, (void)in_step, (void)out, (void)out_step, (void)rows;
+  return false;
+#endif
+}
+
 void AxisTransformPlan::Runs(absl::Span<const Segment> segments, const char* in, int64_t in_step,
                              char* out, int64_t out_step, int64_t rows) const {
+  if (StreamWholeLineRows(segments, in, in_step, out, out_step, rows)) return;
   // One call per run for a batch of rows, not a call per run and row; the
   // batches (~128 KiB) small enough that a line two runs share (written by
   // both with ordinary stores) is still in L2 for the second run (a pass per

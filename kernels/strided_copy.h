@@ -102,6 +102,12 @@ class AxisTransformPlan {
   };
 
   void RunRangeUnfenced(const void* in, void* out, int64_t begin, int64_t end) const;
+  // `rows` rows of an innermost dim of two runs (a roll, or a reversal
+  // rolled) written as whole streamed lines, when the output streams and the
+  // rows are short whole lines of an aligned output; false (nothing written)
+  // otherwise.
+  bool StreamWholeLineRows(absl::Span<const Segment> segments, const char* in, int64_t in_step,
+                           char* out, int64_t out_step, int64_t rows) const;
   // `rows` rows of the innermost dim, made of `segments`, the first at
   // in/out, stepping in_step/out_step bytes.
   void Runs(absl::Span<const Segment> segments, const char* in, int64_t in_step, char* out,

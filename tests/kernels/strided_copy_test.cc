@@ -2,6 +2,7 @@
 // AVX2 path handles 2 x 32 bytes per step, the scalar loop the tail).
 #include "kernels/strided_copy.h"
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -153,6 +154,82 @@ TEST(AxisTransformPlanTest, SimplifiesShapes) {
   AxisTransformPlan copy(Shape{5, 6}, 2, std::vector<DimTransform>(2, DimTransform::Copy()));
   EXPECT_EQ(copy.simplified_rank(), 0);
   EXPECT_EQ(copy.block_bytes(), 60);
+}
+
+// Rolls and rolled reversals along the innermost dim, which the streaming
+// path writes as whole lines when rows are whole lines of an aligned output
+// (StreamWholeLineRows), against the definition element by element: every
+// instruction set, element widths with and without a lane reversal, rows of
+// whole lines and not, outputs aligned and 16 bytes past a line, the outer dim
+// copied or reversed, and the rows at once (RunRowsUnfenced, as a fused chain
+// calls it).
+TEST(AxisTransformPlanTest, StreamedRollsMatchDefinition) {
+  std::mt19937 rng(19);
+  SetStreamingStoreMinBytes(0);
+  for (KernelIsa isa : {KernelIsa::kAvx2, KernelIsa::kSse2, KernelIsa::kScalar}) {
+    SetKernelIsa(isa);
+    for (int64_t w : {1, 2, 4, 8, 16, 12}) {
+      for (int64_t row_bytes : {64, 128, 256, 2048, 8192, 8256}) {
+        const int64_t n = std::max<int64_t>(2, row_bytes / w);
+        for (int64_t c : {int64_t{0}, int64_t{1}, n / 2, n - 2}) {
+          for (bool reverse : {false, true}) {
+            for (bool outer_reversed : {false, true}) {
+              for (int64_t offset : {0, 16}) {
+                SCOPED_TRACE(testing::Message()
+                             << KernelIsaName(isa) << " w " << w << " n " << n << " c " << c
+                             << " reverse " << reverse << " outer_reversed " << outer_reversed
+                             << " offset " << offset);
+                const int64_t rows = 5, row = n * w;
+                std::vector<char> src(rows * row);
+                for (char& ch : src) ch = static_cast<char>(rng());
+                const DimTransform inner =
+                    reverse ? DimTransform::ReverseRoll(c) : DimTransform::Roll(c);
+                const DimTransform outer =
+                    outer_reversed ? DimTransform::Reverse() : DimTransform::Copy();
+                AxisTransformPlan plan(Shape{rows, n}, w, {outer, inner});
+                std::vector<char> buf(rows * row + 192, 0x5A);
+                char* base =
+                    buf.data() + ((64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64);
+                char* dst = base + 64 + offset;
+                plan.Run(src.data(), dst);
+                for (int64_t r = 0; r < rows; ++r) {
+                  const int64_t rs = outer_reversed ? rows - 1 - r : r;
+                  for (int64_t j = 0; j < n; ++j) {
+                    // Roll: out j reads (j - c) mod n; ReverseRoll: (c - j) mod n.
+                    const int64_t from = reverse ? ((c - j) % n + n) % n : ((j - c) % n + n) % n;
+                    ASSERT_EQ(
+                        std::memcmp(dst + r * row + j * w, src.data() + rs * row + from * w, w), 0)
+                        << "row " << r << " element " << j;
+                  }
+                }
+                for (char* p = buf.data(); p < dst; ++p) ASSERT_EQ(*p, 0x5A);
+                for (char* p = dst + rows * row; p < buf.data() + buf.size(); ++p) {
+                  ASSERT_EQ(*p, 0x5A);
+                }
+                // The rows at once, as a fused chain runs its inner blocks.
+                AxisTransformPlan inner_plan(Shape{n}, w, {inner}, /*stream=*/true);
+                std::vector<char> again(rows * row + 128, 0x5A);
+                char* dst2 = again.data() +
+                             ((64 - reinterpret_cast<uintptr_t>(again.data()) % 64) % 64) + offset;
+                inner_plan.RunRowsUnfenced(src.data(), row, dst2, row, rows);
+                StreamFence();
+                for (int64_t r = 0; r < rows; ++r) {
+                  for (int64_t j = 0; j < n; ++j) {
+                    const int64_t from = reverse ? ((c - j) % n + n) % n : ((j - c) % n + n) % n;
+                    ASSERT_EQ(
+                        std::memcmp(dst2 + r * row + j * w, src.data() + r * row + from * w, w), 0)
+                        << "rows at once: row " << r << " element " << j;
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  SetKernelIsa(std::nullopt);
+  SetStreamingStoreMinBytes(-1);
 }
 
 }  // namespace
