@@ -71,9 +71,6 @@ const char* KernelIsaName(KernelIsa isa);
 // Parses a name as KernelIsaName prints it; nullopt for anything else.
 std::optional<KernelIsa> ParseKernelIsa(std::string_view name);
 
-// Whether the AVX2 paths run (ActiveKernelIsa() is kAvx2).
-inline bool UseAvx2() { return ActiveKernelIsa() == KernelIsa::kAvx2; }
-
 // Copies n bytes from src to dst (no overlap). With stream = true (x86-64),
 // the whole 64-byte lines of dst go out with non-temporal stores of the
 // active KernelIsa and the partial lines at the ends with ordinary stores, at
