@@ -232,5 +232,23 @@ TEST(AxisTransformPlanTest, StreamedRollsMatchDefinition) {
   SetStreamingStoreMinBytes(-1);
 }
 
+// The forced instruction set: names round-trip, an override is capped at
+// what the CPU has, and nullopt restores the start-up choice.
+TEST(KernelIsaTest, OverrideIsCappedAndRestored) {
+  for (KernelIsa isa : {KernelIsa::kAvx2, KernelIsa::kSse2, KernelIsa::kScalar}) {
+    EXPECT_EQ(ParseKernelIsa(KernelIsaName(isa)), isa);
+    SetKernelIsa(isa);
+    EXPECT_EQ(ActiveKernelIsa(), std::min(isa, CpuKernelIsa()));
+  }
+  EXPECT_EQ(ParseKernelIsa("avx512"), std::nullopt);
+  EXPECT_EQ(ParseKernelIsa(""), std::nullopt);
+  SetKernelIsa(std::nullopt);
+  const KernelIsa startup = ActiveKernelIsa();
+  EXPECT_LE(startup, CpuKernelIsa());
+#if defined(__x86_64__)
+  EXPECT_GE(CpuKernelIsa(), KernelIsa::kSse2);  // baseline x86-64
+#endif
+}
+
 }  // namespace
 }  // namespace tensorops
