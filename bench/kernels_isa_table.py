@@ -36,13 +36,14 @@ def main():
         if not m:
             continue
         doc = json.load(open(f))
-        cells, rates = {}, []
+        cells, rates, cpu = {}, [], {}
         for b in doc["benchmarks"]:
             n = NAME.match(b["name"])
             if n and "x_memcpy" in b:
                 cells[n.group(1)] = b["x_memcpy"]
+                cpu[n.group(1)] = b.get("x_memcpy_cpu", float("nan"))
                 rates.append((b["bytes_per_second"], b["bytes_per_second"] / b["x_memcpy"]))
-        runs[(m.group(1), m.group(2))] = (cells, rates, doc["context"].get("load_avg", [0])[0])
+        runs[(m.group(1), m.group(2))] = (cells, rates, doc["context"].get("load_avg", [0])[0], cpu)
     cols = sorted(runs, key=lambda k: (GLIBC_ORDER.index(k[1]) if k[1] in GLIBC_ORDER else 9,
                                        ISA_ORDER.index(k[0]) if k[0] in ISA_ORDER else 9))
     if not cols:
@@ -75,6 +76,9 @@ def main():
             lambda r: f"{sum(1 for v in r[0].values() if v < GOAL)} of {len(r[0])}")
     summary("8-op chains, min",
             lambda r: f"{min(v for k, v in r[0].items() if k.startswith('Chain/8_')):.2f}")
+    summary("by CPU time (x_memcpy_cpu): min / median / below",
+            lambda r: f"{min(r[3].values()):.2f} / {statistics.median(r[3].values()):.2f} / "
+            f"{sum(1 for v in r[3].values() if v < GOAL)}")
     summary("kernel GB/s, median of cells",
             lambda r: f"{statistics.median(k for k, _ in r[1]) / 1e9:.1f}")
     summary("memcpy GB/s, median of cells",
