@@ -12,11 +12,12 @@
 #                             [--glibc=default,ssse3,sse2] [--before=OLD_BUILD] BUILD_DIR
 #   --from=DIR   reuse DIR/isa_*.json (no measuring)
 #   --before     also run OLD_BUILD/bench/kernels_bench (default paths) as "before"
+#   --wait=S     before each run, wait up to S seconds for a load average below 1
 # 50 cells take ~1 minute per repetition on the shared VM: the full 3 x 3 grid
 # ~25 minutes. Run it on a quiet machine (load average < 1).
 set -eu -o pipefail
 cd "$(dirname "$0")/.."
-FROM="" BUILD="" BEFORE=""
+FROM="" BUILD="" BEFORE="" WAIT=0
 ISAS="avx2,sse2,scalar"
 GLIBCS="default,ssse3,sse2"
 for arg in "$@"; do
@@ -25,7 +26,8 @@ for arg in "$@"; do
     --isas=*) ISAS="${arg#--isas=}" ;;
     --glibc=*) GLIBCS="${arg#--glibc=}" ;;
     --before=*) BEFORE="${arg#--before=}" ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    --wait=*) WAIT="${arg#--wait=}" ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     -*) echo "kernels_isa.sh: unknown option $arg" >&2; exit 2 ;;
     *) BUILD="$arg" ;;
   esac
@@ -56,6 +58,8 @@ which_memcpy() {  # GLIBC_TUNABLES value -> the memmove variant glibc resolves
 
 run() {  # run OUT.json BINARY ENV... : one kernels_bench run, median of 3 repetitions
   local out=$1 bin=$2; shift 2
+  local t0=$SECONDS
+  while ((SECONDS - t0 < WAIT)) && awk '{exit !($1 >= 1.0)}' /proc/loadavg; do sleep 10; done
   echo "# $* kernels_bench > $out, load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
   env "$@" TENSOROPS_BENCH_LARGE=1 "$bin" --benchmark_filter='/256MiB/threads:1' \
     --benchmark_min_time=0.2 --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
