@@ -71,6 +71,9 @@ if [[ -z "$FROM" ]]; then
   IFS=, read -r -a isas <<< "$ISAS"
   IFS=, read -r -a glibcs <<< "$GLIBCS"
   : > "$OUT/isa_memcpy.txt"
+  if [[ -n "$BEFORE" ]]; then
+    run "$OUT/isa_before_default.json" "$BEFORE/bench/kernels_bench"
+  fi
   for g in "${glibcs[@]}"; do
     t=$(tunables "$g")
     echo "$g $(which_memcpy "$t") ${t:-(none)}" >> "$OUT/isa_memcpy.txt"
@@ -78,9 +81,6 @@ if [[ -z "$FROM" ]]; then
       run "$OUT/isa_${isa}_${g}.json" "$BUILD/bench/kernels_bench" GLIBC_TUNABLES="$t" TENSOROPS_KERNEL_ISA="$isa"
     done
   done
-  if [[ -n "$BEFORE" ]]; then
-    run "$OUT/isa_before_default.json" "$BEFORE/bench/kernels_bench"
-  fi
 fi
 
 flags=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' |
