@@ -12,6 +12,7 @@
 #                             [--glibc=default,ssse3,sse2] [--before=OLD_BUILD] BUILD_DIR
 #   --from=DIR   reuse DIR/isa_*.json (no measuring)
 #   --before     also run OLD_BUILD/bench/kernels_bench (default paths) as "before"
+#   (runs add to DIR's earlier ones: the table shows every isa_*_*.json there)
 #   --wait=S     before each run, wait up to S seconds for a load average below 1
 # 50 cells take ~1 minute per repetition on the shared VM: the full 3 x 3 grid
 # ~25 minutes. Run it on a quiet machine (load average < 1).
@@ -27,7 +28,7 @@ for arg in "$@"; do
     --glibc=*) GLIBCS="${arg#--glibc=}" ;;
     --before=*) BEFORE="${arg#--before=}" ;;
     --wait=*) WAIT="${arg#--wait=}" ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     -*) echo "kernels_isa.sh: unknown option $arg" >&2; exit 2 ;;
     *) BUILD="$arg" ;;
   esac
@@ -70,12 +71,13 @@ if [[ -z "$FROM" ]]; then
   [[ -x "$BUILD/bench/kernels_bench" ]] || { echo "kernels_isa.sh: $BUILD/bench/kernels_bench missing" >&2; exit 2; }
   IFS=, read -r -a isas <<< "$ISAS"
   IFS=, read -r -a glibcs <<< "$GLIBCS"
-  : > "$OUT/isa_memcpy.txt"
+  touch "$OUT/isa_memcpy.txt"
   if [[ -n "$BEFORE" ]]; then
     run "$OUT/isa_before_default.json" "$BEFORE/bench/kernels_bench"
   fi
   for g in "${glibcs[@]}"; do
     t=$(tunables "$g")
+    sed -i "/^$g /d" "$OUT/isa_memcpy.txt"
     echo "$g $(which_memcpy "$t") ${t:-(none)}" >> "$OUT/isa_memcpy.txt"
     for isa in "${isas[@]}"; do
       run "$OUT/isa_${isa}_${g}.json" "$BUILD/bench/kernels_bench" GLIBC_TUNABLES="$t" TENSOROPS_KERNEL_ISA="$isa"
