@@ -51,6 +51,23 @@ __attribute__((target("avx2"), flatten)) void ScatterRowAvx2(const ScatterRow& r
   ScatterRowWith<Avx2Line>(r);
 }
 __attribute__((flatten)) void ScatterRowSse2(const ScatterRow& r) { ScatterRowWith<Sse2Line>(r); }
+__attribute__((flatten)) void ScatterRowScalar(const ScatterRow& r) {
+  ScatterRowWith<ScalarLine>(r);
+}
+
+void ScatterRowOn(KernelIsa isa, const ScatterRow& r) {
+  switch (isa) {
+    case KernelIsa::kAvx2:
+      ScatterRowAvx2(r);
+      return;
+    case KernelIsa::kSse2:
+      ScatterRowSse2(r);
+      return;
+    case KernelIsa::kScalar:
+      ScatterRowScalar(r);
+      return;
+  }
+}
 #endif
 
 }  // namespace
@@ -93,7 +110,7 @@ void SequenceReversePlan::RunRange(const void* in_v, void* out_v, int64_t begin,
   // Time-major blocks that are whole 64-byte lines of the output.
   const bool scatter = stream_ && !batch_first_ && inner_bytes_ % 64 == 0 &&
                        reinterpret_cast<uintptr_t>(out) % 64 == 0;
-  const bool avx2 = scatter && UseAvx2();
+  const KernelIsa isa = ActiveKernelIsa();
 #endif
   for (int64_t u = begin; u < end; ++u) {
     const int64_t o = u / a_;
@@ -125,7 +142,7 @@ void SequenceReversePlan::RunRange(const void* in_v, void* out_v, int64_t begin,
                            inner_bytes_,
                            lengths_.data(),
                            b_};
-        avx2 ? ScatterRowAvx2(r) : ScatterRowSse2(r);
+        ScatterRowOn(isa, r);
       }
 #endif
     } else if (stream_) {

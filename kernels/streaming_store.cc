@@ -1,25 +1,70 @@
 #include "kernels/streaming_store.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <string_view>
 
 namespace tensorops {
 namespace {
 
 std::atomic<int64_t> g_min_bytes{kDefaultStreamingStoreMinBytes};
 
+KernelIsa DetectCpuIsa() {
 #if defined(__x86_64__)
-const bool kCpuHasAvx2 = __builtin_cpu_supports("avx2");
+  // Called from a static initializer: make sure libgcc has read CPUID.
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") ? KernelIsa::kAvx2 : KernelIsa::kSse2;
 #else
-const bool kCpuHasAvx2 = false;
+  return KernelIsa::kScalar;
 #endif
-std::atomic<bool> g_avx2_allowed{true};
+}
+const KernelIsa kCpuIsa = DetectCpuIsa();
 
-// Below this a streamed copy is mostly unaligned head and tail, and a partly
-// written line sitting in a write-combining buffer costs more than the read
-// for ownership it saves.
-constexpr int64_t kMinStreamBytes = 512;
+// TENSOROPS_KERNEL_ISA, capped at what the CPU has. A value that is not a
+// level, or one the CPU lacks, is reported once on stderr: a benchmark or a
+// test that asked for a path must not silently measure another.
+KernelIsa StartupIsa() {
+  const char* env = std::getenv("TENSOROPS_KERNEL_ISA");
+  if (env == nullptr || *env == '\0') return kCpuIsa;
+  const std::optional<KernelIsa> want = ParseKernelIsa(env);
+  if (!want.has_value()) {
+    std::fprintf(stderr,
+                 "tensorops: TENSOROPS_KERNEL_ISA=%s is not avx2, sse2 or scalar; using %s\n", env,
+                 KernelIsaName(kCpuIsa));
+    return kCpuIsa;
+  }
+  if (*want > kCpuIsa) {
+    std::fprintf(stderr, "tensorops: TENSOROPS_KERNEL_ISA=%s: this CPU lacks it; using %s\n", env,
+                 KernelIsaName(kCpuIsa));
+    return kCpuIsa;
+  }
+  return *want;
+}
+
+KernelIsa StartupIsaOnce() {
+  static const KernelIsa isa = StartupIsa();
+  return isa;
+}
+
+// SetKernelIsa's override; -1: none.
+std::atomic<int> g_isa_override{-1};
+
+#if defined(__x86_64__)
+__attribute__((target("avx2"), flatten)) void StreamCopyAvx2(char* d, const char* s, int64_t n) {
+  StreamCopyWith<Avx2Line>(d, s, n);
+}
+__attribute__((flatten)) void StreamCopySse2(char* d, const char* s, int64_t n) {
+  StreamCopyWith<Sse2Line>(d, s, n);
+}
+__attribute__((flatten)) void StreamCopyScalar(char* d, const char* s, int64_t n) {
+  StreamCopyWith<ScalarLine>(d, s, n);
+}
+#endif
 
 }  // namespace
 
@@ -29,24 +74,56 @@ void SetStreamingStoreMinBytes(int64_t bytes) {
   g_min_bytes.store(bytes < 0 ? kDefaultStreamingStoreMinBytes : bytes, std::memory_order_relaxed);
 }
 
-bool UseAvx2() { return kCpuHasAvx2 && g_avx2_allowed.load(std::memory_order_relaxed); }
+KernelIsa CpuKernelIsa() { return kCpuIsa; }
 
-void SetAvx2Allowed(bool allowed) { g_avx2_allowed.store(allowed, std::memory_order_relaxed); }
+KernelIsa ActiveKernelIsa() {
+  const int o = g_isa_override.load(std::memory_order_relaxed);
+  return o >= 0 ? static_cast<KernelIsa>(o) : StartupIsaOnce();
+}
+
+void SetKernelIsa(std::optional<KernelIsa> isa) {
+  g_isa_override.store(isa.has_value() ? static_cast<int>(std::min(*isa, kCpuIsa)) : -1,
+                       std::memory_order_relaxed);
+}
+
+const char* KernelIsaName(KernelIsa isa) {
+  switch (isa) {
+    case KernelIsa::kAvx2:
+      return "avx2";
+    case KernelIsa::kSse2:
+      return "sse2";
+    case KernelIsa::kScalar:
+      return "scalar";
+  }
+  return "scalar";
+}
+
+std::optional<KernelIsa> ParseKernelIsa(std::string_view name) {
+  for (KernelIsa isa : {KernelIsa::kScalar, KernelIsa::kSse2, KernelIsa::kAvx2}) {
+    if (name == KernelIsaName(isa)) return isa;
+  }
+  return std::nullopt;
+}
 
 void CopyBytes(void* dst_v, const void* src_v, int64_t n, bool stream) {
   auto* dst = static_cast<char*>(dst_v);
   const auto* src = static_cast<const char*>(src_v);
 #if defined(__x86_64__)
-  if (stream && n >= kMinStreamBytes) {
-    // Ordinary stores up to the first 64-byte boundary of dst, then whole
-    // lines with SSE2 streaming stores (baseline x86-64, and the copy is
-    // bound by DRAM, not by the vector width), then the tail.
-    const int64_t head = (64 - static_cast<int64_t>(reinterpret_cast<uintptr_t>(dst) & 63)) & 63;
-    std::memcpy(dst, src, head);
-    int64_t i = head;
-    for (; i + 64 <= n; i += 64) Sse2Line::Copy(dst + i, src + i);
-    std::memcpy(dst + i, src + i, n - i);
-    return;
+  if (stream) {
+    // Our own loop at every size, not glibc's memcpy (streaming_store.h,
+    // KernelIsa): the line copy is the level's, the partial lines at the
+    // ends are ordinary stores.
+    switch (ActiveKernelIsa()) {
+      case KernelIsa::kAvx2:
+        StreamCopyAvx2(dst, src, n);
+        return;
+      case KernelIsa::kSse2:
+        StreamCopySse2(dst, src, n);
+        return;
+      case KernelIsa::kScalar:
+        StreamCopyScalar(dst, src, n);
+        return;
+    }
   }
 #endif
   (void)stream;

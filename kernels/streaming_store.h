@@ -14,11 +14,14 @@
 //
 // Thread-safety: the setters are for tests and benchmarks and are atomic;
 // kernels read the settings when a plan is made (threshold) or per call
-// (AVX2), so set them before preparing the ops that should see them.
+// (instruction set), so set them before preparing the ops that should see them.
 #ifndef TENSOROPS_KERNELS_STREAMING_STORE_H_
 #define TENSOROPS_KERNELS_STREAMING_STORE_H_
 
 #include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string_view>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -42,14 +45,36 @@ int64_t StreamingStoreMinBytes();
 // with 0); a negative value restores the default.
 void SetStreamingStoreMinBytes(int64_t bytes);
 
-// Whether the AVX2 paths run: the CPU has AVX2 and no override turned them
-// off (tests use it to cover the scalar paths on AVX2 machines).
-bool UseAvx2();
-void SetAvx2Allowed(bool allowed);
+// The instruction set the kernels' own loops use. Every level writes the
+// same bytes; they differ only in the instructions that move them:
+//   kAvx2:   32-byte loads, lane shuffles and streaming stores.
+//   kSse2:   16-byte ones (baseline x86-64: every x86-64 CPU has it).
+//   kScalar: general-purpose registers only; on x86-64 the streaming stores
+//            are 8-byte `movnti`, elsewhere plain stores.
+// The kernels copy rows with these loops, not with glibc's memcpy: which
+// memcpy variant glibc picks (and whether its short-size path streams)
+// depends on the CPU, and a kernel that calls it once per 256-byte row ran at
+// 0.48x memcpy on an AVX-512 Xeon and at memcpy speed here (issue 38).
+enum class KernelIsa { kScalar, kSse2, kAvx2 };
 
-// Copies n bytes from src to dst (no overlap). With stream = true and n large
-// enough to fill whole cache lines, the aligned middle goes out with
-// non-temporal stores; the unaligned head and tail use ordinary stores.
+// The best level this CPU has, capped by TENSOROPS_KERNEL_ISA (avx2, sse2 or
+// scalar; read once, at the first call) or by SetKernelIsa. A level the CPU
+// lacks falls back to the best one it has.
+KernelIsa ActiveKernelIsa();
+// Overrides the level for tests and benchmarks (capped at what the CPU has);
+// nullopt restores the one chosen at start-up.
+void SetKernelIsa(std::optional<KernelIsa> isa);
+// The best level this CPU supports.
+KernelIsa CpuKernelIsa();
+// "avx2", "sse2", "scalar".
+const char* KernelIsaName(KernelIsa isa);
+// Parses a name as KernelIsaName prints it; nullopt for anything else.
+std::optional<KernelIsa> ParseKernelIsa(std::string_view name);
+
+// Copies n bytes from src to dst (no overlap). With stream = true (x86-64),
+// the whole 64-byte lines of dst go out with non-temporal stores of the
+// active KernelIsa and the partial lines at the ends with ordinary stores, at
+// every size, by our own loop; without, glibc's memcpy.
 void CopyBytes(void* dst, const void* src, int64_t n, bool stream);
 
 #if defined(__x86_64__)
@@ -58,13 +83,23 @@ void CopyBytes(void* dst, const void* src, int64_t n, bool stream);
 // per instruction set: a loop templated on the line type and instantiated
 // inside a `__attribute__((target("avx2"), flatten))` function inlines the
 // AVX2 stores (GCC refuses to inline a target("avx2") callee into a
-// baseline template otherwise). SSE2 is baseline x86-64.
+// baseline template otherwise). SSE2 is baseline x86-64; ScalarLine uses no
+// vector register (KernelIsa::kScalar), eight 8-byte `movnti` per line.
 //
 // Example:
 //   template <typename Line> void Rows(char* d, const char* s, int64_t n) {
 //     for (int64_t i = 0; i < n; i += 64) Line::Copy(d + i, s + i);
 //   }
 //   __attribute__((target("avx2"), flatten)) void RowsAvx2(...) { Rows<Avx2Line>(...); }
+struct ScalarLine {
+  static void Copy(char* dst, const char* src) {
+    for (int q = 0; q < 64; q += 8) {
+      long long v;  // NOLINT(runtime/int): the intrinsic's type
+      std::memcpy(&v, src + q, 8);
+      _mm_stream_si64(reinterpret_cast<long long*>(dst + q), v);  // NOLINT(runtime/int)
+    }
+  }
+};
 struct Sse2Line {
   static void Copy(char* dst, const char* src) {
     for (int q = 0; q < 64; q += 16) {
@@ -81,6 +116,46 @@ struct Avx2Line {
                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 32)));
   }
 };
+
+// Copies n <= 64 bytes with ordinary stores: two overlapping fixed-size
+// copies, which GCC turns into a few moves. A loop here would be recognised
+// as a memcpy and become a call into glibc, whose short-size path the
+// streaming copies exist to avoid.
+inline void SmallCopy(char* dst, const char* src, int64_t n) {
+  if (n >= 32) {
+    std::memcpy(dst, src, 32);
+    std::memcpy(dst + n - 32, src + n - 32, 32);
+  } else if (n >= 16) {
+    std::memcpy(dst, src, 16);
+    std::memcpy(dst + n - 16, src + n - 16, 16);
+  } else if (n >= 8) {
+    std::memcpy(dst, src, 8);
+    std::memcpy(dst + n - 8, src + n - 8, 8);
+  } else if (n >= 4) {
+    std::memcpy(dst, src, 4);
+    std::memcpy(dst + n - 4, src + n - 4, 4);
+  } else if (n >= 2) {
+    std::memcpy(dst, src, 2);
+    std::memcpy(dst + n - 2, src + n - 2, 2);
+  } else if (n == 1) {
+    *dst = *src;
+  }
+}
+
+// CopyBytes with stream = true, inlined into a loop compiled for Line's
+// instruction set: ordinary stores up to the first 64-byte boundary of dst,
+// whole lines streamed, the tail ordinary. Only whole lines are streamed: a
+// line that also takes an ordinary store is pulled into the cache, and a
+// streaming store to a cached line costs a write-back.
+template <typename Line>
+inline void StreamCopyWith(char* dst, const char* src, int64_t n) {
+  int64_t head = (64 - static_cast<int64_t>(reinterpret_cast<uintptr_t>(dst) & 63)) & 63;
+  if (head > n) head = n;
+  SmallCopy(dst, src, head);
+  int64_t i = head;
+  for (; i + 64 <= n; i += 64) Line::Copy(dst + i, src + i);
+  SmallCopy(dst + i, src + i, n - i);
+}
 #endif
 
 // Orders this thread's earlier streaming stores before its later stores

@@ -49,16 +49,24 @@ template <>
 struct ScalarOf<8> {
   using type = uint64_t;
 };
+template <>
+struct ScalarOf<16> {
+  using type = Bytes16;
+};
 
-// GCC 12 does not vectorise a loop that reads backwards, so reverse whole
-// 16-byte vectors explicitly: load a vector from the end, permute its lanes
-// with __builtin_shuffle (lowered to the best shuffle the target has), store
-// it at the front. Two vectors per step keep both load ports busy.
+// `rows` rows of n blocks; row r reads src + r*src_step and writes
+// dst + r*dst_step (ReverseRows' arguments).
+struct RowArgs {
+  char* dst;
+  const char* src;
+  int64_t n, rows, dst_step, src_step;
+};
+
 #if defined(__x86_64__)
-// GCC 12 does not vectorise a loop that reads backwards, and baseline x86-64
-// (SSE2) has no byte shuffle, so the reversal of 1/2/4/8-byte elements uses
-// AVX2 when the CPU has it (checked once at run time), else the scalar loop.
-// Each step loads 32 bytes from the end, reverses the lanes, stores them at
+// GCC 12 does not vectorise a loop that reads backwards, so the reversal of
+// 1/2/4/8/16-byte elements is written per instruction set (KernelIsa): AVX2
+// lane shuffles, SSE2 word shuffles, or 8-byte words in general registers.
+// Each step loads from the end of the row, reverses the lanes, stores them at
 // the front.
 __attribute__((target("avx2"))) inline __m256i ReverseLanes(__m256i v, int width) {
   switch (width) {
@@ -76,8 +84,10 @@ __attribute__((target("avx2"))) inline __m256i ReverseLanes(__m256i v, int width
     }
     case 4:
       return _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0));
-    default:  // 8
+    case 8:
       return _mm256_permute4x64_epi64(v, 0x1B);
+    default:  // 16
+      return _mm256_permute4x64_epi64(v, 0x4E);
   }
 }
 
@@ -116,42 +126,117 @@ __attribute__((target("avx2"), always_inline)) inline void ReverseOneAvx2(char* 
   }
 }
 
-// ReverseOneAvx2 for outputs past the cache: the output is walked ascending
-// so that the stores can be aligned streaming stores (the loads are
-// unaligned and descend instead). Only whole 64-byte lines are streamed: a
-// line that also takes an ordinary store (the unaligned ends) is pulled into
-// the cache, and a streaming store to a cached line costs a write-back and an
-// invalidation (measured: 4-6x slower than ordinary stores throughout). The
-// partial lines at either end are written with the scalar loop. Needs dst
-// aligned to kWidth, so that line boundaries are element boundaries.
-template <int kWidth>
-__attribute__((target("avx2"), always_inline)) inline void ReverseOneAvx2Stream(char* dst,
-                                                                                const char* src,
-                                                                                int64_t n) {
+// One 64-byte line with its elements reversed, per instruction set:
+// Reverse<W>(dst, src) writes dst[0, 64) (64-byte aligned) with streaming
+// stores as the W-byte elements of src[0, 64) in reverse order;
+// ReverseShort<W> reverses n elements with ordinary stores (the partial lines
+// at the ends of a row).
+struct Avx2Rev {
+  template <int kWidth>
+  __attribute__((target("avx2"))) static void Reverse(char* dst, const char* src) {
+    const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 32));
+    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst), ReverseLanes(hi, kWidth));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + 32), ReverseLanes(lo, kWidth));
+  }
+  template <int kWidth>
+  __attribute__((target("avx2"))) static void ReverseShort(char* dst, const char* src, int64_t n) {
+    ReverseOneAvx2<kWidth>(dst, src, n);
+  }
+};
+
+// SSE2 has no byte shuffle: dwords are reversed with pshufd, words inside
+// them with pshuflw/pshufhw, bytes inside words with shifts.
+struct Sse2Rev {
+  template <int kWidth>
+  static __m128i Reverse16(__m128i v) {
+    if constexpr (kWidth == 16) {
+      return v;
+    } else if constexpr (kWidth == 8) {
+      return _mm_shuffle_epi32(v, 0x4E);
+    } else if constexpr (kWidth == 4) {
+      return _mm_shuffle_epi32(v, 0x1B);
+    } else {
+      v = _mm_shuffle_epi32(v, 0x1B);
+      v = _mm_shufflehi_epi16(_mm_shufflelo_epi16(v, 0xB1), 0xB1);
+      if constexpr (kWidth == 1) v = _mm_or_si128(_mm_slli_epi16(v, 8), _mm_srli_epi16(v, 8));
+      return v;
+    }
+  }
+  template <int kWidth>
+  static void Reverse(char* dst, const char* src) {
+    for (int q = 0; q < 64; q += 16) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 48 - q));
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + q), Reverse16<kWidth>(v));
+    }
+  }
+  template <int kWidth>
+  static void ReverseShort(char* dst, const char* src, int64_t n) {
+    ReverseScalar<typename ScalarOf<kWidth>::type>(dst, src, n);
+  }
+};
+
+// General-purpose registers only: 8-byte words, their elements reversed by a
+// byte swap or rotations, written with movnti.
+struct ScalarRev {
+  template <int kWidth>
+  static uint64_t Reverse8(uint64_t x) {
+    if constexpr (kWidth == 1) {
+      return __builtin_bswap64(x);
+    } else if constexpr (kWidth == 2) {
+      x = ((x & 0x0000FFFF0000FFFFull) << 16) | ((x >> 16) & 0x0000FFFF0000FFFFull);
+      return (x << 32) | (x >> 32);
+    } else if constexpr (kWidth == 4) {
+      return (x << 32) | (x >> 32);
+    } else {
+      return x;  // 8, 16: whole words move
+    }
+  }
+  template <int kWidth>
+  static void Reverse(char* dst, const char* src) {
+    for (int k = 0; k < 8; ++k) {
+      // Word k of dst is word 7-k of src; for 16-byte elements the two words
+      // of an element keep their order.
+      const int from = kWidth == 16 ? (7 - k) ^ 1 : 7 - k;
+      uint64_t v;
+      std::memcpy(&v, src + 8 * from, 8);
+      _mm_stream_si64(reinterpret_cast<long long*>(dst + 8 * k),     // NOLINT(runtime/int)
+                      static_cast<long long>(Reverse8<kWidth>(v)));  // NOLINT(runtime/int)
+    }
+  }
+  template <int kWidth>
+  static void ReverseShort(char* dst, const char* src, int64_t n) {
+    ReverseScalar<typename ScalarOf<kWidth>::type>(dst, src, n);
+  }
+};
+
+// One row of n elements reversed into an output past the cache: the output
+// is walked ascending so that the stores can be aligned streaming stores (the
+// loads are unaligned and descend instead). Only whole 64-byte lines are
+// streamed (see StreamCopyWith); the partial lines at either end take
+// ordinary stores. Needs dst aligned to kWidth, so that line boundaries are
+// element boundaries.
+template <typename Rev, int kWidth>
+inline void ReverseOneStream(char* dst, const char* src, int64_t n) {
   const int64_t total = n * kWidth;
   const auto addr = reinterpret_cast<uintptr_t>(dst);
   if ((addr & (kWidth - 1)) != 0) {
-    ReverseOneAvx2<kWidth>(dst, src, n);
+    Rev::template ReverseShort<kWidth>(dst, src, n);
     return;
   }
   const int64_t q0 = static_cast<int64_t>((64 - (addr & 63)) & 63);                   // first line
   const int64_t q1 = static_cast<int64_t>(((addr + total) & ~uintptr_t{63}) - addr);  // past last
   if (q1 < q0 + 64) {  // no whole line inside
-    ReverseOneAvx2<kWidth>(dst, src, n);
+    Rev::template ReverseShort<kWidth>(dst, src, n);
     return;
   }
-  // dst elements [0, q0/w) <- src elements [n - q0/w, n), reversed. Ordinary
-  // stores that stay inside [0, q0): vectors where 32 bytes fit (a row at
-  // 16 bytes past a line, as malloc's big blocks are, has 48 bytes here).
-  ReverseOneAvx2<kWidth>(dst, src + total - q0, q0 / kWidth);
+  // dst elements [0, q0/w) <- src elements [n - q0/w, n), reversed.
+  Rev::template ReverseShort<kWidth>(dst, src + total - q0, q0 / kWidth);
   for (int64_t q = q0; q < q1; q += 64) {
-    __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + total - q - 32));
-    __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + total - q - 64));
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + q), ReverseLanes(a, kWidth));
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + q + 32), ReverseLanes(b, kWidth));
+    Rev::template Reverse<kWidth>(dst + q, src + total - q - 64);
   }
   // dst elements [q1/w, n) <- src elements [0, n - q1/w), reversed.
-  ReverseOneAvx2<kWidth>(dst + q1, src, (total - q1) / kWidth);
+  Rev::template ReverseShort<kWidth>(dst + q1, src, (total - q1) / kWidth);
 }
 
 // `rows` rows of n elements each; row r reads src + r*src_step and writes
@@ -171,68 +256,105 @@ inline void PrefetchRow(const char* p, int64_t bytes) {
   for (int64_t k = 0; k < bytes; k += 64) __builtin_prefetch(p + k);
 }
 
-template <int kWidth>
-__attribute__((target("avx2"))) void ReverseRowsAvx2(char* dst, const char* src, int64_t n,
-                                                     int64_t rows, int64_t dst_step,
-                                                     int64_t src_step, bool stream) {
-  const int64_t row_bytes = n * kWidth;
-  const bool prefetch = rows > kPrefetchRowsAhead && row_bytes <= kPrefetchMaxRowBytes;
-  if (stream) {
-    for (int64_t r = 0; r < rows; ++r, dst += dst_step, src += src_step) {
-      if (prefetch && r + kPrefetchRowsAhead < rows) {
-        PrefetchRow(src + kPrefetchRowsAhead * src_step, row_bytes);
-      }
-      ReverseOneAvx2Stream<kWidth>(dst, src, n);
+template <typename Rev, int kWidth>
+inline void ReverseRowsStreamWith(const RowArgs& a) {
+  const int64_t row_bytes = a.n * kWidth;
+  const bool prefetch = a.rows > kPrefetchRowsAhead && row_bytes <= kPrefetchMaxRowBytes;
+  char* dst = a.dst;
+  const char* src = a.src;
+  for (int64_t r = 0; r < a.rows; ++r, dst += a.dst_step, src += a.src_step) {
+    if (prefetch && r + kPrefetchRowsAhead < a.rows) {
+      PrefetchRow(src + kPrefetchRowsAhead * a.src_step, row_bytes);
     }
-    return;
-  }
-  for (int64_t r = 0; r < rows; ++r, dst += dst_step, src += src_step) {
-    if (prefetch && r + kPrefetchRowsAhead < rows) {
-      PrefetchRow(src + kPrefetchRowsAhead * src_step, row_bytes);
-    }
-    ReverseOneAvx2<kWidth>(dst, src, n);
+    ReverseOneStream<Rev, kWidth>(dst, src, a.n);
   }
 }
 
-// 16-byte elements: one SSE2 vector each; streamed only on whole 64-byte
-// lines (see ReverseOneAvx2Stream), the partial lines at the ends ordinary.
-void ReverseRows16Stream(char* dst, const char* src, int64_t n, int64_t rows, int64_t dst_step,
-                         int64_t src_step) {
-  for (int64_t r = 0; r < rows; ++r, dst += dst_step, src += src_step) {
-    const auto addr = reinterpret_cast<uintptr_t>(dst);
-    if ((addr & 15) != 0) {
-      ReverseScalar<Bytes16>(dst, src, n);
-      continue;
+template <int kWidth>
+__attribute__((target("avx2"), flatten)) void ReverseRowsStreamAvx2(const RowArgs& a) {
+  ReverseRowsStreamWith<Avx2Rev, kWidth>(a);
+}
+template <int kWidth>
+__attribute__((flatten)) void ReverseRowsStreamSse2(const RowArgs& a) {
+  ReverseRowsStreamWith<Sse2Rev, kWidth>(a);
+}
+template <int kWidth>
+__attribute__((flatten)) void ReverseRowsStreamScalar(const RowArgs& a) {
+  ReverseRowsStreamWith<ScalarRev, kWidth>(a);
+}
+
+// Ordinary stores (outputs that stay in cache), AVX2.
+template <int kWidth>
+__attribute__((target("avx2"))) void ReverseRowsAvx2(const RowArgs& a) {
+  const int64_t row_bytes = a.n * kWidth;
+  const bool prefetch = a.rows > kPrefetchRowsAhead && row_bytes <= kPrefetchMaxRowBytes;
+  char* dst = a.dst;
+  const char* src = a.src;
+  for (int64_t r = 0; r < a.rows; ++r, dst += a.dst_step, src += a.src_step) {
+    if (prefetch && r + kPrefetchRowsAhead < a.rows) {
+      PrefetchRow(src + kPrefetchRowsAhead * a.src_step, row_bytes);
     }
-    // Elements [i0, i1) fill whole lines.
-    const int64_t i0 = std::min<int64_t>(n, static_cast<int64_t>(((64 - (addr & 63)) & 63) / 16));
-    const int64_t i1 = std::max<int64_t>(i0, i0 + (n - i0) / 4 * 4);
-    for (int64_t i = 0; i < n; ++i) {
-      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + (n - 1 - i) * 16));
-      if (i >= i0 && i < i1) {
-        _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i * 16), v);
-      } else {
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i * 16), v);
-      }
+    ReverseOneAvx2<kWidth>(dst, src, a.n);
+  }
+}
+
+// Blocks of any other width reversed into an output past the cache, each
+// block copied by StreamCopyWith inline (a call per 256-byte block, and
+// glibc's short-size memcpy behind it, cost up to half the speed).
+template <typename Line>
+inline void ReverseBlocksStreamWith(const RowArgs& a, int64_t block) {
+  char* dst = a.dst;
+  const char* src = a.src;
+  for (int64_t r = 0; r < a.rows; ++r, dst += a.dst_step, src += a.src_step) {
+    // Read ascending, write descending: ascending reads keep the hardware
+    // prefetcher streaming from DRAM.
+    for (int64_t i = 0; i < a.n; ++i) {
+      StreamCopyWith<Line>(dst + (a.n - 1 - i) * block, src + i * block, block);
     }
   }
+}
+
+__attribute__((target("avx2"), flatten)) void ReverseBlocksStreamAvx2(const RowArgs& a,
+                                                                      int64_t block) {
+  ReverseBlocksStreamWith<Avx2Line>(a, block);
+}
+__attribute__((flatten)) void ReverseBlocksStreamSse2(const RowArgs& a, int64_t block) {
+  ReverseBlocksStreamWith<Sse2Line>(a, block);
+}
+__attribute__((flatten)) void ReverseBlocksStreamScalar(const RowArgs& a, int64_t block) {
+  ReverseBlocksStreamWith<ScalarLine>(a, block);
 }
 #endif
 
-// Without AVX2 (or with it turned off) the loops below use ordinary stores:
-// the streaming variants exist only where the vector path does.
+// Rows of 1/2/4/8/16-byte elements on the active instruction set. Outputs in
+// cache take ordinary stores: AVX2 lanes, else the scalar loop.
 template <int kWidth>
-void ReverseRowsOf(char* dst, const char* src, int64_t n, int64_t rows, int64_t dst_step,
-                   int64_t src_step, bool stream) {
+void ReverseRowsOf(const RowArgs& a, bool stream) {
 #if defined(__x86_64__)
-  if (UseAvx2()) {
-    ReverseRowsAvx2<kWidth>(dst, src, n, rows, dst_step, src_step, stream);
+  const KernelIsa isa = ActiveKernelIsa();
+  if (stream) {
+    switch (isa) {
+      case KernelIsa::kAvx2:
+        ReverseRowsStreamAvx2<kWidth>(a);
+        return;
+      case KernelIsa::kSse2:
+        ReverseRowsStreamSse2<kWidth>(a);
+        return;
+      case KernelIsa::kScalar:
+        ReverseRowsStreamScalar<kWidth>(a);
+        return;
+    }
+  }
+  if (isa == KernelIsa::kAvx2) {
+    ReverseRowsAvx2<kWidth>(a);
     return;
   }
 #endif
   (void)stream;
-  for (int64_t r = 0; r < rows; ++r, dst += dst_step, src += src_step) {
-    ReverseScalar<typename ScalarOf<kWidth>::type>(dst, src, n);
+  char* dst = a.dst;
+  const char* src = a.src;
+  for (int64_t r = 0; r < a.rows; ++r, dst += a.dst_step, src += a.src_step) {
+    ReverseScalar<typename ScalarOf<kWidth>::type>(dst, src, a.n);
   }
 }
 
@@ -265,8 +387,8 @@ void StreamRolledRowsWith(const RolledRows& r) {
       if (s >= r.row) s -= r.row;
       const char* src = in + s;
       if (s + 64 > r.row) {
-        std::memcpy(wrap, in + s, r.row - s);
-        std::memcpy(wrap + (r.row - s), in, 64 - (r.row - s));
+        SmallCopy(wrap, in + s, r.row - s);
+        SmallCopy(wrap + (r.row - s), in, 64 - (r.row - s));
         src = wrap;
       }
       Line::Copy(out + j, src);
@@ -280,44 +402,162 @@ __attribute__((target("avx2"), flatten)) void StreamRolledRowsAvx2(const RolledR
 __attribute__((flatten)) void StreamRolledRowsSse2(const RolledRows& r) {
   StreamRolledRowsWith<Sse2Line>(r);
 }
+__attribute__((flatten)) void StreamRolledRowsScalar(const RolledRows& r) {
+  StreamRolledRowsWith<ScalarLine>(r);
+}
+
+void StreamRolledRows(const RolledRows& r) {
+  switch (ActiveKernelIsa()) {
+    case KernelIsa::kAvx2:
+      StreamRolledRowsAvx2(r);
+      return;
+    case KernelIsa::kSse2:
+      StreamRolledRowsSse2(r);
+      return;
+    case KernelIsa::kScalar:
+      StreamRolledRowsScalar(r);
+      return;
+  }
+}
+
+// Rows reversed and rolled along their own elements (what a chain of
+// Reverses and Rolls composes to along an axis), streamed straight to a
+// 64-byte aligned output: out element e = in element (c - e) mod n for rows
+// of `row` bytes (a multiple of 64), `off` = (c + 1) * width. Output line j
+// holds, reversed, the 64 input bytes of the circular range that ends at
+// byte off - j: one unaligned load and a lane reversal per line, the one
+// line per row that straddles the wrap assembled in a 64-byte buffer. Every
+// output line is one streaming store of a whole line; written as its two
+// reversed runs instead, the line where they meet took ordinary stores from
+// both.
+template <typename Rev, int kWidth>
+void StreamReverseRolledRowsWith(const RolledRows& r) {
+  alignas(64) char wrap[64];
+  const char* in = r.in;
+  char* out = r.out;
+  for (int64_t k = 0; k < r.count; ++k, in += r.in_step, out += r.out_step) {
+    if (k + 2 < r.count) {
+      for (int64_t b = 0; b < r.row; b += 64) _mm_prefetch(in + 2 * r.in_step + b, _MM_HINT_T0);
+    }
+    int64_t s = r.off - 64;  // off is in (0, row]
+    if (s < 0) s += r.row;
+    for (int64_t j = 0; j < r.row; j += 64) {
+      const char* src = in + s;
+      if (s + 64 > r.row) {
+        SmallCopy(wrap, in + s, r.row - s);
+        SmallCopy(wrap + (r.row - s), in, 64 - (r.row - s));
+        src = wrap;
+      }
+      Rev::template Reverse<kWidth>(out + j, src);
+      s -= 64;
+      if (s < 0) s += r.row;
+    }
+  }
+}
+
+template <int kWidth>
+__attribute__((target("avx2"), flatten)) void StreamReverseRolledRowsAvx2(const RolledRows& r) {
+  StreamReverseRolledRowsWith<Avx2Rev, kWidth>(r);
+}
+template <int kWidth>
+__attribute__((flatten)) void StreamReverseRolledRowsSse2(const RolledRows& r) {
+  StreamReverseRolledRowsWith<Sse2Rev, kWidth>(r);
+}
+template <int kWidth>
+__attribute__((flatten)) void StreamReverseRolledRowsScalar(const RolledRows& r) {
+  StreamReverseRolledRowsWith<ScalarRev, kWidth>(r);
+}
+
+template <int kWidth>
+void StreamReverseRolledRowsOf(const RolledRows& r) {
+  switch (ActiveKernelIsa()) {
+    case KernelIsa::kAvx2:
+      StreamReverseRolledRowsAvx2<kWidth>(r);
+      return;
+    case KernelIsa::kSse2:
+      StreamReverseRolledRowsSse2<kWidth>(r);
+      return;
+    case KernelIsa::kScalar:
+      StreamReverseRolledRowsScalar<kWidth>(r);
+      return;
+  }
+}
+
+// False for an element width without a lane reversal.
+bool StreamReverseRolledRows(const RolledRows& r, int64_t width) {
+  switch (width) {
+    case 1:
+      StreamReverseRolledRowsOf<1>(r);
+      return true;
+    case 2:
+      StreamReverseRolledRowsOf<2>(r);
+      return true;
+    case 4:
+      StreamReverseRolledRowsOf<4>(r);
+      return true;
+    case 8:
+      StreamReverseRolledRowsOf<8>(r);
+      return true;
+    case 16:
+      StreamReverseRolledRowsOf<16>(r);
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Blocks of a width without a lane reversal, streamed.
+void ReverseBlocksStream(const RowArgs& a, int64_t block) {
+  switch (ActiveKernelIsa()) {
+    case KernelIsa::kAvx2:
+      ReverseBlocksStreamAvx2(a, block);
+      return;
+    case KernelIsa::kSse2:
+      ReverseBlocksStreamSse2(a, block);
+      return;
+    case KernelIsa::kScalar:
+      ReverseBlocksStreamScalar(a, block);
+      return;
+  }
+}
 #endif
 
 }  // namespace
 
 void ReverseRows(void* dst_v, const void* src_v, int64_t n, int64_t block, int64_t rows,
                  int64_t dst_step, int64_t src_step, bool stream) {
-  auto* dst = static_cast<char*>(dst_v);
-  const auto* src = static_cast<const char*>(src_v);
+  const RowArgs a{
+      static_cast<char*>(dst_v), static_cast<const char*>(src_v), n, rows, dst_step, src_step};
   switch (block) {
     case 1:
-      ReverseRowsOf<1>(dst, src, n, rows, dst_step, src_step, stream);
+      ReverseRowsOf<1>(a, stream);
       return;
     case 2:
-      ReverseRowsOf<2>(dst, src, n, rows, dst_step, src_step, stream);
+      ReverseRowsOf<2>(a, stream);
       return;
     case 4:
-      ReverseRowsOf<4>(dst, src, n, rows, dst_step, src_step, stream);
+      ReverseRowsOf<4>(a, stream);
       return;
     case 8:
-      ReverseRowsOf<8>(dst, src, n, rows, dst_step, src_step, stream);
+      ReverseRowsOf<8>(a, stream);
+      return;
+    case 16:
+      ReverseRowsOf<16>(a, stream);
       return;
     default:
 #if defined(__x86_64__)
-      if (block == 16 && stream) {
-        ReverseRows16Stream(dst, src, n, rows, dst_step, src_step);
+      if (stream) {
+        ReverseBlocksStream(a, block);
         return;
       }
 #endif
+      char* dst = a.dst;
+      const char* src = a.src;
       for (int64_t r = 0; r < rows; ++r, dst += dst_step, src += src_step) {
-        if (block == 16) {
-          ReverseScalar<Bytes16>(dst, src, n);
-          continue;
-        }
         // Read ascending, write descending: ascending reads keep the
         // hardware prefetcher streaming from DRAM.
-        for (int64_t i = 0; i < n; ++i) {
-          CopyBytes(dst + (n - 1 - i) * block, src + i * block, block, stream);
-        }
+        for (int64_t i = 0; i < n; ++i)
+          std::memcpy(dst + (n - 1 - i) * block, src + i * block, block);
       }
   }
 }
@@ -444,24 +684,8 @@ void AxisTransformPlan::Rows(size_t d, const char* in, int64_t in_step, char* ou
       return;
     }
     const int64_t row_bytes = inner.size * block_;
-#if defined(__x86_64__)
+    if (StreamWholeLineRows(inner.segments, in, in_step, out, out_step, count)) return;
     const bool rolled = inner.segments.size() == 2 && !inner.segments[0].reversed;
-    if (stream_ && rolled && row_bytes <= kRollScratchBytes && row_bytes % 64 == 0 &&
-        reinterpret_cast<uintptr_t>(out) % 64 == 0 && out_step % 64 == 0) {
-      // Roll along the innermost dim, output past the cache, short rows of
-      // whole aligned lines (the server's big outputs are page-aligned).
-      // Longer rows are two long copies below, whose one shared line does
-      // not matter.
-      RolledRows r{out,   in,       row_bytes, inner.segments[0].in_start * block_,
-                   count, out_step, in_step};
-      if (UseAvx2()) {
-        StreamRolledRowsAvx2(r);
-      } else {
-        StreamRolledRowsSse2(r);
-      }
-      return;
-    }
-#endif
     if (stream_ && rolled && row_bytes <= kRollScratchBytes) {
       // Roll along the innermost dim, output past the cache, rows not whole
       // aligned lines: a row is two copies whose seam falls inside a cache
@@ -528,8 +752,38 @@ void AxisTransformPlan::RunRowsUnfenced(const void* in_v, int64_t in_step, void*
   Runs(dims_[0].segments, in, in_step, out, out_step, rows);
 }
 
+bool AxisTransformPlan::StreamWholeLineRows(absl::Span<const Segment> segments, const char* in,
+                                            int64_t in_step, char* out, int64_t out_step,
+                                            int64_t rows) const {
+#if defined(__x86_64__)
+  // A roll or a rolled reversal along the innermost dim, output past the
+  // cache, short rows of whole aligned lines (the server's big outputs are
+  // page-aligned). Longer rows are two long copies, whose one shared line
+  // does not matter.
+  if (!stream_ || segments.size() != 2 || segments[0].reversed != segments[1].reversed) {
+    return false;
+  }
+  const int64_t row_bytes = (segments[0].count + segments[1].count) * block_;
+  if (row_bytes > kRollScratchBytes || row_bytes % 64 != 0 ||
+      reinterpret_cast<uintptr_t>(out) % 64 != 0 || out_step % 64 != 0) {
+    return false;
+  }
+  if (!segments[0].reversed) {
+    StreamRolledRows({out, in, row_bytes, segments[0].in_start * block_, rows, out_step, in_step});
+    return true;
+  }
+  // Output element 0 reads input element c = segments[0].in_start.
+  return StreamReverseRolledRows(
+      {out, in, row_bytes, (segments[0].in_start + 1) * block_, rows, out_step, in_step}, block_);
+#else
+  (void)segments, (void)in, (void)in_step, (void)out, (void)out_step, (void)rows;
+  return false;
+#endif
+}
+
 void AxisTransformPlan::Runs(absl::Span<const Segment> segments, const char* in, int64_t in_step,
                              char* out, int64_t out_step, int64_t rows) const {
+  if (StreamWholeLineRows(segments, in, in_step, out, out_step, rows)) return;
   // One call per run for a batch of rows, not a call per run and row; the
   // batches (~128 KiB) small enough that a line two runs share (written by
   // both with ordinary stores) is still in L2 for the second run (a pass per

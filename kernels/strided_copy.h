@@ -21,10 +21,12 @@
 namespace tensorops {
 
 // Writes n blocks of `block` bytes to dst in the reverse order of src:
-// dst block i = src block (n-1-i). Element widths 1, 2, 4, 8 use AVX2 lane
-// reversal when UseAvx2(), else typed scalar loops; 16 a typed loop; other
-// block sizes a copy per block. With `stream`, stores are non-temporal where
-// the path has them (streaming_store.h); the caller then fences.
+// dst block i = src block (n-1-i). Element widths 1, 2, 4, 8, 16 reverse
+// lanes on the active KernelIsa (streaming_store.h): with `stream`, whole
+// output lines with streaming stores on AVX2, SSE2 or scalar loops alike;
+// without, AVX2 lanes or a typed scalar loop. Other block sizes: a copy per
+// block (with `stream`, our own streamed copy inline, never glibc's). The
+// caller fences after `stream`.
 void ReverseBlocks(void* dst, const void* src, int64_t n, int64_t block, bool stream = false);
 // ReverseBlocks on `rows` rows at once: row r reads src + r*src_step and
 // writes dst + r*dst_step (steps in bytes, may be negative).
@@ -102,6 +104,12 @@ class AxisTransformPlan {
   };
 
   void RunRangeUnfenced(const void* in, void* out, int64_t begin, int64_t end) const;
+  // `rows` rows of an innermost dim of two runs (a roll, or a reversal
+  // rolled) written as whole streamed lines, when the output streams and the
+  // rows are short whole lines of an aligned output; false (nothing written)
+  // otherwise.
+  bool StreamWholeLineRows(absl::Span<const Segment> segments, const char* in, int64_t in_step,
+                           char* out, int64_t out_step, int64_t rows) const;
   // `rows` rows of the innermost dim, made of `segments`, the first at
   // in/out, stepping in_step/out_step bytes.
   void Runs(absl::Span<const Segment> segments, const char* in, int64_t in_step, char* out,

@@ -6,8 +6,10 @@
 //   TENSOROPS_RANDOM_SEED=<seed> ./kernels_random_compare_test --gtest_filter=...
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -369,23 +371,25 @@ TEST(RandomCompare, OnnxReverseSequence) {
 
 // The store paths the default settings do not reach on small tensors: the
 // streaming stores (forced by a threshold of 0 bytes, so every plan streams)
-// and the scalar loops on a machine with AVX2 (turned off), each alone and
-// together. Same generators and seeds as above, fewer cases per mode.
+// and each instruction set below the CPU's best (KernelIsa), each alone and
+// together. Same generators and seeds as above, fewer cases per mode. (The
+// whole binary also runs once per instruction set through
+// TENSOROPS_KERNEL_ISA: tests/kernels/CMakeLists.txt.)
 struct StoreMode {
   const char* name;
   int64_t streaming_min_bytes;  // -1: the default
-  bool avx2;
+  KernelIsa isa;
 };
 
 class StoreModeCompare : public ::testing::TestWithParam<StoreMode> {
  protected:
   void SetUp() override {
     SetStreamingStoreMinBytes(GetParam().streaming_min_bytes);
-    SetAvx2Allowed(GetParam().avx2);
+    SetKernelIsa(GetParam().isa);
   }
   void TearDown() override {
     SetStreamingStoreMinBytes(-1);
-    SetAvx2Allowed(true);
+    SetKernelIsa(std::nullopt);
   }
 };
 
@@ -399,12 +403,29 @@ TEST_P(StoreModeCompare, AllOpsMatchReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, StoreModeCompare,
-                         ::testing::Values(StoreMode{"streaming", 0, true},
-                                           StoreMode{"scalar", -1, false},
-                                           StoreMode{"scalar_streaming", 0, false}),
+                         ::testing::Values(StoreMode{"streaming", 0, KernelIsa::kAvx2},
+                                           StoreMode{"sse2", -1, KernelIsa::kSse2},
+                                           StoreMode{"sse2_streaming", 0, KernelIsa::kSse2},
+                                           StoreMode{"scalar", -1, KernelIsa::kScalar},
+                                           StoreMode{"scalar_streaming", 0, KernelIsa::kScalar}),
                          [](const ::testing::TestParamInfo<StoreMode>& info) {
                            return std::string(info.param.name);
                          });
+
+// TENSOROPS_KERNEL_ISA, when set, chose the kernels' instruction set (capped
+// at the CPU's best): the CTest runs per instruction set test what they say.
+TEST(KernelIsaTest, EnvironmentChoosesTheInstructionSet) {
+  const char* env = std::getenv("TENSOROPS_KERNEL_ISA");
+  if (env == nullptr || *env == '\0') {
+    EXPECT_EQ(ActiveKernelIsa(), CpuKernelIsa());
+    return;
+  }
+  const std::optional<KernelIsa> want = ParseKernelIsa(env);
+  ASSERT_TRUE(want.has_value()) << env;
+  EXPECT_EQ(ActiveKernelIsa(), std::min(*want, CpuKernelIsa()));
+  std::fprintf(stderr, "kernels run on %s (TENSOROPS_KERNEL_ISA=%s, CPU best %s)\n",
+               KernelIsaName(ActiveKernelIsa()), env, KernelIsaName(CpuKernelIsa()));
+}
 
 // Outputs above the pool's 1 MiB threshold really split across threads;
 // the result must equal the reference (and so the single-threaded run).
@@ -493,7 +514,7 @@ TEST(LargeCompare, ThreadedStreamingRunsMatchReference) {
 // Runs a prepared case with streaming forced into an output 64-byte aligned
 // and one 16 bytes past a line (the kernels have whole-line paths for the
 // first), each by every output path: one Run, shuffled unit ranges, a pool
-// of 3; with and without AVX2.
+// of 3; on every instruction set.
 void ExpectAlignedAndUnalignedRunsMatch(const Case& c, std::mt19937_64* rng) {
   SetStreamingStoreMinBytes(0);
   ThreadPool pool(3);
@@ -501,9 +522,9 @@ void ExpectAlignedAndUnalignedRunsMatch(const Case& c, std::mt19937_64* rng) {
   ASSERT_TRUE(p.ok()) << p.status();
   const int64_t bytes = p->output_bytes();
   for (int64_t offset : {0, 16}) {
-    for (int way = 0; way < 6; ++way) {
-      // Ways 3-5 repeat 0-2 on the baseline (SSE2) loops of an AVX2 machine.
-      SetAvx2Allowed(way < 3);
+    for (int way = 0; way < 9; ++way) {
+      // Ways 3-5 repeat 0-2 on the SSE2 loops, 6-8 on the scalar ones.
+      SetKernelIsa(way < 3 ? KernelIsa::kAvx2 : way < 6 ? KernelIsa::kSse2 : KernelIsa::kScalar);
       SCOPED_TRACE(absl::StrCat("output offset ", offset, " from a line, way ", way));
       std::vector<unsigned char> buffer(static_cast<size_t>(bytes + 128 + kGuardBytes), kSentinel);
       const uintptr_t base = reinterpret_cast<uintptr_t>(buffer.data());
@@ -525,7 +546,7 @@ void ExpectAlignedAndUnalignedRunsMatch(const Case& c, std::mt19937_64* rng) {
     }
   }
   SetStreamingStoreMinBytes(-1);
-  SetAvx2Allowed(true);
+  SetKernelIsa(std::nullopt);
 }
 
 // Time-major ReverseSequence with blocks of whole lines scatters input rows
