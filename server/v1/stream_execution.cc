@@ -351,6 +351,10 @@ absl::Status StreamedExecution::EndOfInput() {
 }
 
 absl::Status StreamedExecution::Run(ThreadPool* pool, int64_t min_parallel_bytes) {
+  if (flow_ && !buffered_) {
+    // Its output left chunk by chunk in AddChunk; the data is not kept.
+    return absl::FailedPreconditionError("a flowing call has no kernel to run after its input");
+  }
   std::vector<TensorView> views;
   views.reserve(inputs_.size());
   for (const Input& in : inputs_) views.push_back(in.tensor.view());

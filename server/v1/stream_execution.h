@@ -116,6 +116,7 @@ class StreamedExecution {
 
   // The op's validation and its kernel (split across `pool` from
   // `min_parallel_bytes` of output), then the output's CRC-32. Frees the inputs.
+  // Not for a flowing call unless buffered() (FAILED_PRECONDITION).
   absl::Status Run(ThreadPool* pool, int64_t min_parallel_bytes);
 
   // After Run (flowing: after Begin): the output's description (flowing: CRC 0).

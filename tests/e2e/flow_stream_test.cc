@@ -9,6 +9,8 @@
 // window given back to admission), and the window bounding the server's
 // memory for a stream much bigger than it.
 #include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -192,7 +194,8 @@ struct Reply {
 
 // Sends `messages` on this thread while another reads the replies.
 Reply Converse(v1::TensorOps::Stub* stub, const std::vector<v1::ExecuteStreamRequest>& messages,
-               std::chrono::seconds deadline = std::chrono::seconds(120)) {
+               std::chrono::seconds deadline = std::chrono::seconds(120),
+               std::chrono::milliseconds pause = std::chrono::milliseconds(0)) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + deadline);
   std::unique_ptr<Stream> stream = stub->ExecuteStream(&ctx);
@@ -215,6 +218,7 @@ Reply Converse(v1::TensorOps::Stub* stub, const std::vector<v1::ExecuteStreamReq
   for (const auto& m : messages) {
     if (!stream->Write(m)) break;
     if (m.has_chunk()) sent += static_cast<int64_t>(m.chunk().data().size());
+    if (pause.count() > 0) std::this_thread::sleep_for(pause);
   }
   stream->WritesDone();
   reader.join();
@@ -388,22 +392,28 @@ TEST_F(FlowStreamTest, WrongCrcsAreDataLoss) {
 }
 
 // Sends `bytes` of a flowing Roll without reading a reply, then ends the
-// call as `end` says; the server must give its window back.
+// call by a cancel (`cancel`) or its deadline; the server must give its window back.
 void Abandon(v1::TensorOps::Stub* stub, int64_t bytes, bool cancel, const ServerProcess& server) {
-  const Case c = BigRoll(bytes);
+  // The messages first: building 256 MiB of them must not eat the deadline.
+  const std::vector<v1::ExecuteStreamRequest> m = StreamOf(BigRoll(bytes), true);
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(cancel ? 60 : 3));
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(cancel ? 60 : 4));
   std::unique_ptr<Stream> stream = stub->ExecuteStream(&ctx);
-  std::vector<v1::ExecuteStreamRequest> m = StreamOf(c, true);
   std::atomic<bool> stop{false};
   std::thread writer([&] {
     for (const auto& x : m) {
       if (stop || !stream->Write(x)) break;
     }
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  // Nothing read: the server's window is full and it waits; it holds the window, no more.
-  EXPECT_EQ(Gauge(server, "tensorops_inflight_requests"), 1);
+  // Nothing read: the server's window fills and it waits; it holds the
+  // window, no more.
+  double requests = 0;
+  for (int i = 0; i < 200 && requests != 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    requests = Gauge(server, "tensorops_inflight_requests");
+  }
+  EXPECT_EQ(requests, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_LE(Gauge(server, "tensorops_inflight_bytes"), kWindow + 16);
   if (cancel) ctx.TryCancel();
   stop = true;
@@ -487,6 +497,49 @@ TEST_F(FlowStreamTest, AStreamManyTimesTheWindowStaysWithinIt) {
         << "RSS grew from " << baseline_kib << " KiB to " << most_rss << " KiB";
   }
   EXPECT_TRUE(InflightBackToZero(*server_));
+}
+
+// SIGTERM while flowing streams run: one still sending and reading ends OK
+// inside --drain_timeout; one whose client reads nothing (the window full)
+// is ended when the drain times out; the server exits 0 either way.
+TEST(FlowDrainTest, SigtermMidStream) {
+  for (const bool stalled : {false, true}) {
+    SCOPED_TRACE(stalled ? "stalled" : "flowing");
+    ServerProcess server;
+    ASSERT_TRUE(server
+                    .Start(TENSOROPS_SERVER_PATH,
+                           {"--metrics_port=0", absl::StrCat("--stream_chunk_bytes=", kChunk),
+                            absl::StrCat("--stream_window_bytes=", kWindow), "--drain_timeout=3s"})
+                    .ok());
+    auto stub = v1::TensorOps::NewStub(
+        grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+    std::thread signal([&] {
+      for (int i = 0; i < 1000 && Gauge(server, "tensorops_inflight_requests") != 1; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      EXPECT_TRUE(server.Signal(SIGTERM));
+    });
+    if (!stalled) {
+      // 8 MiB in 128 chunks, 5 ms apart: mid-stream at the signal, done in ~0.7 s.
+      const Reply r = Converse(stub.get(), StreamOf(BigRoll(8 << 20), true),
+                               std::chrono::seconds(60), std::chrono::milliseconds(5));
+      EXPECT_TRUE(r.status.ok()) << r.status.error_code() << " " << r.status.error_message();
+      EXPECT_TRUE(r.trailer);
+    } else {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+      std::unique_ptr<Stream> stream = stub->ExecuteStream(&ctx);
+      for (const auto& m : StreamOf(BigRoll(64 << 20), true)) {
+        if (!stream->Write(m)) break;  // blocks once the server's window is full
+      }
+      const grpc::Status st = stream->Finish();
+      EXPECT_FALSE(st.ok());
+    }
+    signal.join();
+    const int exit_status = server.WaitForExit(15000);
+    EXPECT_TRUE(WIFEXITED(exit_status) && WEXITSTATUS(exit_status) == 0) << exit_status;
+  }
 }
 
 }  // namespace
