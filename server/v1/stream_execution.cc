@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -39,6 +40,45 @@ constexpr int64_t kFlowMinRowBytes = 4096;
 
 }  // namespace
 
+// Output chunk buffers of one flowing stream, recycled: a stream allocates
+// only the buffers its window holds in flight, once, instead of a buffer per
+// chunk (a 16 GiB stream: 16384 of them) freed on whichever gRPC thread
+// releases its slice, into that thread's malloc arena.
+//
+// Thread-safety: Get on the stream's thread, the buffers' release on any.
+class StreamedExecution::BufferPool : public std::enable_shared_from_this<BufferPool> {
+ public:
+  explicit BufferPool(int64_t size) : size_(size) {}
+  std::shared_ptr<char> Get() {
+    char* p = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!free_.empty()) {
+        p = free_.back().release();
+        free_.pop_back();
+      }
+    }
+    if (p == nullptr) p = new char[size_];
+    return std::shared_ptr<char>(p, [pool = shared_from_this()](char* q) { pool->Put(q); });
+  }
+
+ private:
+  void Put(char* p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.emplace_back(p);
+  }
+
+  const int64_t size_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<char[]>> free_;
+};
+
+namespace {
+// The largest flowing tensor: sums of a few of them stay in int64_t.
+constexpr int64_t kMaxFlowBytes = int64_t{1} << 60;
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<StreamedExecution>> StreamedExecution::Begin(
     const OpRegistry& registry, const v1::StreamHeader& header, const RequestLimits& limits) {
   std::unique_ptr<StreamedExecution> s(new StreamedExecution());
@@ -66,10 +106,13 @@ absl::StatusOr<std::unique_ptr<StreamedExecution>> StreamedExecution::Begin(
     const absl::Span<const int64_t> dims(h.shape().data(), h.shape_size());
     ASSIGN_OR_RETURN(const int64_t bytes,
                      CheckedByteSize(dims, ElementWidth(dtype), absl::StrCat(what, ".shape")));
-    if (bytes > limits.max_stream_bytes - total) {
+    // A flowing stream's data never lies whole in memory: only the window
+    // (and a layout buffered whole, checked when the plan declines it).
+    const bool flowing_data = header.flow() && i == 0;
+    if (flowing_data ? bytes > kMaxFlowBytes : bytes > limits.max_stream_bytes - total) {
       return TooBig(limits, what, bytes, dims, dtype);
     }
-    total += bytes;
+    if (!flowing_data) total += bytes;
     s->input_bytes_ += bytes;
     Input in;
     in.dtype = dtype;
@@ -103,10 +146,10 @@ absl::StatusOr<std::unique_ptr<StreamedExecution>> StreamedExecution::Begin(
     const std::string what = absl::StrCat("output[", o, "]");
     ASSIGN_OR_RETURN(const int64_t bytes,
                      CheckedByteSize(outputs[o].shape, ElementWidth(outputs[o].dtype), what));
-    if (bytes > limits.max_stream_bytes - total) {
+    if (header.flow() ? bytes > kMaxFlowBytes : bytes > limits.max_stream_bytes - total) {
       return TooBig(limits, what, bytes, outputs[o].shape, outputs[o].dtype);
     }
-    total += bytes;
+    if (!header.flow()) total += bytes;
     s->output_bytes_ += bytes;
   }
   s->out_dtype_ = outputs[0].dtype;
@@ -114,6 +157,7 @@ absl::StatusOr<std::unique_ptr<StreamedExecution>> StreamedExecution::Begin(
   if (header.flow()) {
     s->flow_ = true;
     s->out_crc_ = std::make_unique<Crc32OfPieces>(s->output_bytes_);
+    s->buffers_ = std::make_shared<BufferPool>(limits.stream_chunk_bytes);
     // An op with no small inputs (or only empty ones) is planned now.
     std::vector<OutputChunk> none;  // nothing is held yet
     RETURN_IF_ERROR(s->MaybePlan(&none));
@@ -248,8 +292,17 @@ absl::Status StreamedExecution::MaybePlan(std::vector<OutputChunk>* out) {
     MoveHeldBlocks(out);
     return absl::OkStatus();
   }
-  // Declined: what was held becomes the start of the whole input.
+  // Declined: what was held becomes the start of the whole input, within
+  // --max_stream_bytes like any call that keeps its tensors.
   Input& data = inputs_[0];
+  if (input_bytes_ + output_bytes_ > limits_.max_stream_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "this layout does not flow piecewise (docs/server.md \"Flowing streams\") and is "
+        "buffered whole: it needs ",
+        input_bytes_ + output_bytes_, " bytes of inputs and output (", InputName(*def_, 0),
+        " is shape ", ShapeToString(data.shape), " of ", DTypeName(data.dtype), "); the limit is ",
+        limits_.max_stream_bytes, " (--max_stream_bytes)"));
+  }
   if (data.received > 0) {  // else its first chunk allocates it
     data.tensor = Tensor(data.dtype, data.shape);
     std::memcpy(data.tensor.mutable_data(), staging_.data(), staging_.size());
@@ -317,7 +370,7 @@ void StreamedExecution::EmitPiece(const FlowPlan::Piece& p, const char* in,
     // Reversed: output block out_block + j reads input block in_block + count - 1 - j.
     part.in_block = p.reversed ? p.in_block + p.count - i - part.count : p.in_block + i;
     const int64_t bytes = part.count * k;
-    std::shared_ptr<char> buffer(new char[bytes], std::default_delete<char[]>());
+    std::shared_ptr<char> buffer = buffers_->Get();  // stream_chunk_bytes, >= bytes
     plan_->Move(part, in + (part.in_block - p.in_block) * k, buffer.get());
     OutputChunk chunk;
     chunk.offset = static_cast<uint64_t>(part.out_block * k);

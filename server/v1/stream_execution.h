@@ -180,6 +180,8 @@ class StreamedExecution {
   int64_t staged_block_ = 0;             // the input block staging_ starts at
   std::vector<FlowPlan::Piece> pieces_;  // scratch for plan_->Map
   std::unique_ptr<Crc32OfPieces> out_crc_;
+  class BufferPool;
+  std::shared_ptr<BufferPool> buffers_;  // shared with the chunks in flight
 };
 
 }  // namespace tensorops

@@ -195,7 +195,8 @@ struct Reply {
 // Sends `messages` on this thread while another reads the replies.
 Reply Converse(v1::TensorOps::Stub* stub, const std::vector<v1::ExecuteStreamRequest>& messages,
                std::chrono::seconds deadline = std::chrono::seconds(120),
-               std::chrono::milliseconds pause = std::chrono::milliseconds(0)) {
+               std::chrono::milliseconds pause = std::chrono::milliseconds(0),
+               bool keep_chunks = true) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + deadline);
   std::unique_ptr<Stream> stream = stub->ExecuteStream(&ctx);
@@ -207,8 +208,8 @@ Reply Converse(v1::TensorOps::Stub* stub, const std::vector<v1::ExecuteStreamReq
       if (resp.has_header()) {
         r.header = resp.header();
       } else if (resp.has_chunk()) {
-        if (r.chunks.empty()) r.first_output_after_sent = sent.load();
-        r.chunks.push_back(resp.chunk());
+        if (r.first_output_after_sent < 0) r.first_output_after_sent = sent.load();
+        if (keep_chunks) r.chunks.push_back(resp.chunk());
       } else if (resp.has_trailer()) {
         r.trailer = true;
         r.trailer_crc = resp.trailer().crc32_size() == 1 ? resp.trailer().crc32(0) : 0;
@@ -497,6 +498,36 @@ TEST_F(FlowStreamTest, AStreamManyTimesTheWindowStaysWithinIt) {
         << "RSS grew from " << baseline_kib << " KiB to " << most_rss << " KiB";
   }
   EXPECT_TRUE(InflightBackToZero(*server_));
+}
+
+// Admission counts a flowing stream's window, not its tensor: with the
+// in-flight budget of a 512 MiB container (40%: 205 MiB) and the default
+// window, 8 concurrent 256 MiB flowing Rolls all run (non-flowing, each would
+// need 512 MiB of budget and be refused).
+TEST(FlowAdmissionTest, EightBigFlowingStreamsFitASmallBudget) {
+  ServerProcess server;
+  ASSERT_TRUE(
+      server.Start(TENSOROPS_SERVER_PATH, {"--metrics_port=0", "--max_inflight_bytes=214748364"})
+          .ok());
+  auto stub = v1::TensorOps::NewStub(
+      grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+  const int64_t bytes = testing::kSanitized ? int64_t{64} << 20 : int64_t{256} << 20;
+  const std::vector<v1::ExecuteStreamRequest> m = StreamOf(BigRoll(bytes), true);
+  std::vector<Reply> replies(8);
+  std::vector<std::thread> calls;
+  for (Reply& r : replies) {
+    calls.emplace_back([&] {
+      r = Converse(stub.get(), m, std::chrono::seconds(240), std::chrono::milliseconds(0),
+                   /*keep_chunks=*/false);
+    });
+  }
+  for (std::thread& t : calls) t.join();
+  for (const Reply& r : replies) {
+    EXPECT_TRUE(r.status.ok()) << r.status.error_code() << " " << r.status.error_message();
+    EXPECT_TRUE(r.trailer);
+  }
+  const Reply refused = Converse(stub.get(), StreamOf(BigRoll(bytes), false));
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
 }
 
 // SIGTERM while flowing streams run: one still sending and reading ends OK

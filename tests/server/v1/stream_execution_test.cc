@@ -241,6 +241,21 @@ TEST(StreamedExecutionTest, FlowingDataBeforeTheSmallInputsIsHeldUpToTheWindow) 
   EXPECT_TRUE(out.empty());
 }
 
+TEST(StreamedExecutionTest, AFlowingTensorIsNotCappedByMaxStreamBytes) {
+  // 16 GiB of UINT8 [16 Gi / 1024, 1024] with the default limits (8 GiB):
+  // flowing, only the window is held, so only it is budgeted.
+  RequestLimits limits;
+  Streamed call = RollOf(std::string(1024, 'a'), 1, 1, true);
+  call.header.mutable_inputs(0)->set_shape(0, int64_t{16} << 20);
+  auto exec = StreamedExecution::Begin(Registry(), call.header, limits);
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  EXPECT_EQ((*exec)->budget_bytes(), limits.stream_window_bytes + 16);
+  // Not flowing: refused as before.
+  call.header.set_flow(false);
+  EXPECT_EQ(StreamedExecution::Begin(Registry(), call.header, limits).status().code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
 TEST(StreamedExecutionTest, FlowingChunkCrcsAreChecked) {
   RequestLimits limits;
   const Streamed call = RollOf(std::string(100, 'a'), 1, 1, true);
@@ -284,6 +299,13 @@ TEST(StreamedExecutionTest, TimeMajorSequencesOverTinyRowsAreBuffered) {
   ASSERT_TRUE((*exec)->AddChunk(1, 0, absl::MakeConstSpan(&l, 1), 0, &out).ok());
   EXPECT_TRUE((*exec)->buffered());
   EXPECT_EQ((*exec)->budget_bytes(), 4000 + 32 + 4000);
+  // Buffered whole, it is held to --max_stream_bytes when the plan declines it.
+  limits.max_stream_bytes = 8000;
+  exec = StreamedExecution::Begin(Registry(), header, limits);
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  const absl::Status s = (*exec)->AddChunk(1, 0, absl::MakeConstSpan(&l, 1), 0, &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_THAT(s.message(), HasSubstr("--max_stream_bytes"));
 }
 
 TEST(StreamedExecutionTest, ChunkAndEndOfInputErrorsNameTheInput) {
