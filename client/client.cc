@@ -273,6 +273,7 @@ absl::Status MalformedStream(absl::string_view what) {
 
 // A streamed call's output into memory that becomes the result Tensor: each
 // piece is copied once, from gRPC's receive slices to its offset.
+// Thread-compatible (StreamSink's contract).
 class BufferSink final : public StreamSink {
  public:
   absl::Status Start(DataType dtype, const std::vector<int64_t>& shape, int64_t bytes) override {
@@ -310,6 +311,7 @@ struct StreamedOutput {
 // Progress of a streamed call. Flowing, the replies are read on a thread of
 // their own while the calling thread sends; this is what they share, so
 // that the callback still runs on the calling thread.
+// Thread-safe (a mutex); the callback runs on whichever thread calls Report.
 class ProgressState {
  public:
   ProgressState(TransferProgress start, const ProgressCallback* callback)

@@ -372,6 +372,25 @@ TEST_F(FlowStreamTest, OutputStartsBeforeTheInputEndsAndDataFirstIsHeldUpToTheWi
   EXPECT_TRUE(Place(ok, 1 << 20, &rng) == expected.outputs(0).raw_data());
 }
 
+TEST_F(FlowStreamTest, ALayoutThatDoesNotFlowIsBufferedAndStillSentWithCrcs) {
+  // onnx.ReverseSequence's default time-major [time, batch] over bytes: each
+  // output piece would be one byte, so the server buffers the 8 MiB call
+  // (more than its 4 MiB window) and sends it as a flowing answer.
+  Case c;
+  c.shape = {1 << 20, 8};
+  c.data.resize(8 << 20);
+  std::mt19937_64 rng(5);
+  for (char& b : c.data) b = static_cast<char>(rng());
+  c.ops = {{"onnx.ReverseSequence", {}, {I64({1 << 20, 5, 0, 1, 77, 1 << 19, 3, 1000})}}};
+  grpc::ClientContext ctx;
+  v1::ExecuteResponse expected;
+  ASSERT_TRUE(stub_->Execute(&ctx, ExecuteOf(c), &expected).ok());
+  const Reply r = Converse(stub_.get(), StreamOf(c, true));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_TRUE(Place(r, 8 << 20, &rng) == expected.outputs(0).raw_data());
+  EXPECT_TRUE(InflightBackToZero(*server_));
+}
+
 TEST_F(FlowStreamTest, WrongCrcsAreDataLoss) {
   const Case c = BigRoll(1 << 20);
   std::vector<v1::ExecuteStreamRequest> m = StreamOf(c, true);
