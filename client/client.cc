@@ -97,8 +97,9 @@ std::string ServiceConfigJson(const ClientOptions& options) {
     // the unary Execute only: retrying it on a bidi stream that gRPC's memory
     // quota reset (RST_STREAM 11) while the SDK's threads read and write it
     // crashed gRPC 1.51's retry filter (memory_limit_e2e_test under gdb).
-    absl::StrAppend(&json, "\"methodConfig\":[{\"name\":[{\"service\":\"tensorops.v1.TensorOps\","
-                           "\"method\":\"Execute\"}],",
+    absl::StrAppend(&json,
+                    "\"methodConfig\":[{\"name\":[{\"service\":\"tensorops.v1.TensorOps\","
+                    "\"method\":\"Execute\"}],",
                     policy("\"UNAVAILABLE\",\"RESOURCE_EXHAUSTED\""),
                     "},{\"name\":[{\"service\":\"tensorops.v1.TensorOps\"},"
                     "{\"service\":\"grpc.health.v1.Health\"}],",
