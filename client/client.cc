@@ -548,7 +548,7 @@ ExecuteResult Client::Impl::Call(absl::string_view op, const Attrs& attrs,
     if (d.count() > 0) ctx.set_deadline(deadline);
     response.Clear();
     st = FromGrpcStatus(stub->Execute(&ctx, request, &response));
-    if (!ResendCutAnswer(st, attempt, request.ByteSizeLong(), deadline)) break;
+    if (st.ok() || !ResendCutAnswer(st, attempt, request.ByteSizeLong(), deadline)) break;
   }
   if (!st.ok()) return st;
   return DecodeResponse(&response);

@@ -1,6 +1,7 @@
 #include "server/core/admission.h"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -29,6 +30,17 @@ constexpr absl::Duration kDrainRetryDelay = absl::Milliseconds(200);
 absl::Status Retryable(absl::Status s, absl::Duration delay, absl::string_view reason,
                        std::map<std::string, std::string> metadata) {
   return WithErrorInfo(WithRetryInfo(std::move(s), delay), reason, metadata);
+}
+
+// ErrorInfo metadata of the in-flight budget: the flag, its value, and
+// what the request asked for (and, when the budget is busy, what is held).
+std::map<std::string, std::string> BudgetFacts(int64_t limit, int64_t request,
+                                               std::optional<int64_t> in_use = std::nullopt) {
+  std::map<std::string, std::string> facts = {{"flag", "--max_inflight_bytes"},
+                                              {"limit", absl::StrCat(limit)},
+                                              {"request_bytes", absl::StrCat(request)}};
+  if (in_use.has_value()) facts["in_use"] = absl::StrCat(*in_use);
+  return facts;
 }
 
 }  // namespace
@@ -60,10 +72,7 @@ absl::Status AdmissionController::CheckBytes(int64_t bytes, Limit* limit) const 
                              " bytes (request + response), more than the in-flight budget "
                              "--max_inflight_bytes=",
                              max_inflight_bytes_)),
-                         "REQUEST_OVER_INFLIGHT_BUDGET",
-                         {{"flag", "--max_inflight_bytes"},
-                          {"limit", absl::StrCat(max_inflight_bytes_)},
-                          {"request_bytes", absl::StrCat(bytes)}});
+                         "REQUEST_OVER_INFLIGHT_BUDGET", BudgetFacts(max_inflight_bytes_, bytes));
   }
   if (bytes_ + bytes > max_inflight_bytes_) {
     *limit = Limit::kInflightBytes;
@@ -71,10 +80,7 @@ absl::Status AdmissionController::CheckBytes(int64_t bytes, Limit* limit) const 
                          "in-flight byte budget exhausted (", bytes_, " of --max_inflight_bytes=",
                          max_inflight_bytes_, " in use, request needs ", bytes, "); retry later")),
                      kBytesRetryDelay, "INFLIGHT_BYTES_EXHAUSTED",
-                     {{"flag", "--max_inflight_bytes"},
-                      {"limit", absl::StrCat(max_inflight_bytes_)},
-                      {"in_use", absl::StrCat(bytes_)},
-                      {"request_bytes", absl::StrCat(bytes)}});
+                     BudgetFacts(max_inflight_bytes_, bytes, bytes_));
   }
   return absl::OkStatus();
 }
@@ -85,10 +91,7 @@ absl::Status AdmissionController::CheckGrowth(int64_t held, int64_t bytes, Limit
     return WithErrorInfo(absl::ResourceExhaustedError(absl::StrCat(
                              "request needs ", bytes, " bytes, more than the in-flight budget ",
                              "--max_inflight_bytes=", max_inflight_bytes_)),
-                         "REQUEST_OVER_INFLIGHT_BUDGET",
-                         {{"flag", "--max_inflight_bytes"},
-                          {"limit", absl::StrCat(max_inflight_bytes_)},
-                          {"request_bytes", absl::StrCat(bytes)}});
+                         "REQUEST_OVER_INFLIGHT_BUDGET", BudgetFacts(max_inflight_bytes_, bytes));
   }
   // Only what is not held yet is new to the budget.
   if (bytes_ + (bytes - held) > max_inflight_bytes_) {
@@ -98,10 +101,7 @@ absl::Status AdmissionController::CheckGrowth(int64_t held, int64_t bytes, Limit
                          " of --max_inflight_bytes=", max_inflight_bytes_,
                          " in use, request needs ", bytes - held, " more); retry later")),
                      kBytesRetryDelay, "INFLIGHT_BYTES_EXHAUSTED",
-                     {{"flag", "--max_inflight_bytes"},
-                      {"limit", absl::StrCat(max_inflight_bytes_)},
-                      {"in_use", absl::StrCat(bytes_)},
-                      {"request_bytes", absl::StrCat(bytes - held)}});
+                     BudgetFacts(max_inflight_bytes_, bytes - held, bytes_));
   }
   return absl::OkStatus();
 }
