@@ -9,11 +9,19 @@ WORKDIR /src
 COPY tools/setup.sh tools/setup.sh
 RUN SETUP_PROFILE=image bash tools/setup.sh && rm -rf /var/lib/apt/lists/*
 COPY . .
-RUN BUILD_DIR=/build BUILD_ARGS="-DTENSOROPS_BUILD_TESTS=OFF -DTENSOROPS_BUILD_BENCH=OFF" \
+# CCACHE_DIR (optional): a compiler cache mounted into this step, e.g.
+#   buildah bud --volume "$(ccache -k cache_dir):/ccache" --build-arg CCACHE_DIR=/ccache
+# as tools/container_setup.sh does after the host's build filled it: the same
+# sources compile to the same objects (tools/build.sh keys the cache without
+# the checkout's path; the build dir is /src/build as ./build on the host).
+# Empty (the default): no cache, a plain compile.
+ARG CCACHE_DIR=
+RUN if [ -z "$CCACHE_DIR" ]; then export TENSOROPS_CCACHE=0; fi \
+ && BUILD_DIR=/src/build BUILD_ARGS="-DTENSOROPS_BUILD_TESTS=OFF -DTENSOROPS_BUILD_BENCH=OFF" \
       bash tools/build.sh \
- && cmake --install /build --prefix /opt/tensorops --strip \
- && install -s -m 0755 /build/server/tensorops-server /opt/tensorops/bin/tensorops-server \
- && rm -rf /opt/tensorops/include /opt/tensorops/lib/cmake
+ && cmake --install /src/build --prefix /opt/tensorops --strip \
+ && install -s -m 0755 /src/build/server/tensorops-server /opt/tensorops/bin/tensorops-server \
+ && rm -rf /opt/tensorops/include /opt/tensorops/lib/cmake /src/build
 
 # Runtime stage: only the shared libraries the binaries need (their NEEDED
 # entries; tests/deploy/static_checks.sh checks this list against the built

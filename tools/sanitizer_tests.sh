@@ -24,6 +24,15 @@ GL_SRC=../shared/tools/grpcurl-lite
 
 stamp() { echo "sanitizer_tests: $* ($(date +%T))"; }
 
+# ccache as tools/build.sh uses it (a first build gains nothing; a second one,
+# or another checkout of the same sources, does).
+LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER= -DCMAKE_C_COMPILER_LAUNCHER=)
+if [ "${TENSOROPS_CCACHE:-1}" != 0 ] && command -v ccache >/dev/null; then
+  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$ROOT}
+  export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
+  LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+fi
+
 # The sanitizers symbolize stacks with llvm-symbolizer. Without it every frame
 # is <null>, the function-name suppressions of tools/tsan.supp and lsan.supp
 # stop matching, and tests fail for reasons that have nothing to do with them:
@@ -56,7 +65,7 @@ grpcurl_lite() {
 
 if [[ " $SANITIZERS " == *" asan "* ]]; then
   stamp "ASan+UBSan: configure and build $ASAN_DIR"
-  cmake -S . -B "$ASAN_DIR" -G Ninja -DCMAKE_CXX_COMPILER=clang++ \
+  cmake -S . -B "$ASAN_DIR" -G Ninja -DCMAKE_CXX_COMPILER=clang++ "${LAUNCHER[@]}" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTENSOROPS_FUZZ=ON -DTENSOROPS_BUILD_BENCH=OFF >/dev/null
   cmake --build "$ASAN_DIR" -j "$JOBS"
   grpcurl_lite "$ASAN_DIR"
@@ -88,7 +97,7 @@ fi
 
 if [[ " $SANITIZERS " == *" tsan "* ]]; then
   stamp "TSan: configure and build $TSAN_DIR"
-  cmake -S . -B "$TSAN_DIR" -G Ninja -DCMAKE_CXX_COMPILER=clang++ \
+  cmake -S . -B "$TSAN_DIR" -G Ninja -DCMAKE_CXX_COMPILER=clang++ "${LAUNCHER[@]}" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTENSOROPS_BUILD_BENCH=OFF \
     "-DCMAKE_CXX_FLAGS=-fsanitize=thread -fno-omit-frame-pointer" \
     "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread" \

@@ -16,6 +16,9 @@ PROFILE=${SETUP_PROFILE:-full}
 PACKAGES=(
   # toolchain
   g++ cmake ninja-build pkg-config ca-certificates
+  # compiler cache (tools/build.sh): the image's build stage reuses the host's
+  # objects in the container test
+  ccache
   # libraries (see ../shared/toolchain.md)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   prometheus-cpp-dev grpc-proto

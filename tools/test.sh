@@ -3,10 +3,16 @@
 # non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# stamp: each stage's end and the time since the start, so that a CI log
+# shows where the minutes went.
+T0=$SECONDS
+stamp() { echo "test.sh: $* ($(date +%T), $(((SECONDS - T0) / 60)) min $(((SECONDS - T0) % 60)) s in)"; }
 bash tools/setup.sh
+stamp "packages installed"
 BUILD_DIR=${BUILD_DIR:-build}
 export BUILD_DIR
 bash tools/build.sh
+stamp "built"
 # grpcurl-lite (the grpcurl stand-in from ../shared) for the README cookbook test.
 GL_SRC=../shared/tools/grpcurl-lite
 if [ -d "$GL_SRC" ]; then
@@ -17,4 +23,7 @@ if [ -d "$GL_SRC" ]; then
   fi
 fi
 cd "$BUILD_DIR"
-ctest --output-on-failure -j "${JOBS:-2}" --timeout 600
+rc=0
+ctest --output-on-failure -j "${JOBS:-2}" --timeout 600 || rc=$?
+stamp "ctest done (exit $rc)"
+exit $rc
