@@ -27,7 +27,7 @@
 
 #include "absl/types/span.h"
 #include "kernels/movement.h"
-#include "kernels/op_registry.h"
+#include "kernels/prepared_op.h"
 #include "kernels/tensor.h"
 
 namespace tensorops {

@@ -20,6 +20,7 @@
 #include "kernels/attrs.h"
 #include "kernels/dtype.h"
 #include "kernels/movement.h"
+#include "kernels/prepared_op.h"
 #include "kernels/tensor.h"
 
 namespace tensorops {
@@ -53,41 +54,6 @@ struct OpSpec {
   std::vector<InputSpec> inputs;  // in the spec's order
   std::vector<AttrSpec> attrs;
   std::vector<OutputSpec> outputs;
-};
-
-// A validated call: the output's type and shape are known, and the output
-// (NumElements(shape) * ElementWidth(dtype) bytes) splits into `units`
-// independent parts; run_range(out, begin, end) writes parts [begin, end), so
-// disjoint ranges can run on different threads with identical results.
-// run_range reads the input views it was prepared from (they must outlive it)
-// and performs no checks: everything was validated before it was made.
-//
-// A chain that cannot run in one pass (kernels/chain_plan.h) has more passes
-// in `then`: each reads the whole output of the pass before it. RunPrepared
-// and Run run them in order through one scratch tensor of output_bytes()
-// (scratch_bytes(), which admission must count); run_range alone is then
-// only the first pass.
-struct OpDef;
-
-struct PreparedOp {
-  DType dtype = DType::kInvalid;
-  Shape shape;
-  int64_t units = 1;
-  std::function<void(void* out, int64_t begin, int64_t end)> run_range;
-
-  struct Pass {
-    int64_t units = 1;
-    std::function<void(const void* in, void* out, int64_t begin, int64_t end)> run_range;
-  };
-  std::vector<Pass> then;
-  // A chain's ops after the first, in order (for metrics and logs).
-  std::vector<const OpDef*> chain;
-
-  int64_t output_bytes() const { return NumElements(shape) * ElementWidth(dtype); }
-  // Memory the op needs besides its inputs and output.
-  int64_t scratch_bytes() const { return then.empty() ? 0 : output_bytes(); }
-  // Writes the whole output on the calling thread.
-  void Run(void* out) const;
 };
 
 // Op-specific validation and planning. The registry has already checked the
@@ -214,21 +180,6 @@ class OpRegistry {
   std::vector<std::unique_ptr<OpDef>> ops_;
   absl::flat_hash_map<std::string, const OpDef*> by_name_;
 };
-
-class ThreadPool;
-
-// Output size from which one op's kernel is split across the pool: two
-// threads pay off from about 1 MiB here (--min_parallel_bytes; the one default).
-inline constexpr int64_t kDefaultMinParallelBytes = int64_t{1} << 20;
-
-// Writes the whole output, split across `pool` when it has at least
-// `min_parallel_bytes` of output; inline when smaller or when pool is null.
-// An op with more passes (op.then) alternates between `out` and `scratch`
-// (output_bytes(), allocated here when null; the last pass writes `out`), so
-// `scratch` may be the buffer the first pass reads when the number of passes
-// is odd, and must not be otherwise.
-void RunPrepared(const PreparedOp& op, void* out, ThreadPool* pool,
-                 int64_t min_parallel_bytes = kDefaultMinParallelBytes, void* scratch = nullptr);
 
 // Registers Reverse, ReverseSequence, Roll and onnx.ReverseSequence.
 void RegisterBuiltinOps(OpRegistry* registry);
