@@ -219,7 +219,7 @@ int main(int argc, char** argv) {
   }
   // Budgets left at -1 come from the memory limit this process runs under,
   // so a burst is refused with RESOURCE_EXHAUSTED before the OOM killer ends
-  // the process (README "Memory").
+  // the process (docs/server.md "Memory limit").
   absl::StatusOr<tensorops::MemoryLimit> memory_limit = tensorops::DetectMemoryLimit();
   if (!memory_limit.ok()) {
     tensorops::Log(tensorops::LogLevel::kError,
