@@ -1,16 +1,17 @@
-// The whole tensorops server: gRPC (TensorOps, health, reflection), the
-// kernel pool, admission control and the metrics endpoint, with a graceful
-// drain. Used by main and by in-process tests.
+// The whole tensorops server: the kernel pool, admission control, the
+// metrics endpoint and two doors, gRPC (server/grpc/grpc_server.h: TensorOps,
+// the Open Inference Protocol, health, reflection) and HTTP/REST
+// (server/http/http_server.h), with a graceful drain across both. Used by
+// main and by in-process tests.
 //
 // Thread-safety: Shutdown() may be called from any thread, once; port
 // accessors are safe anywhere.
 #ifndef TENSOROPS_SERVER_SERVER_H_
 #define TENSOROPS_SERVER_SERVER_H_
 
-#include <grpcpp/server.h>
-
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,10 +22,11 @@
 #include "server/core/admission.h"
 #include "server/core/call.h"
 #include "server/core/metrics.h"
-#include "server/grpc/grpc_listener.h"
+#include "server/grpc/grpc_server.h"
 #include "server/grpc/inference_service.h"
 #include "server/grpc/service.h"
 #include "server/http/http_server.h"
+#include "server/http/tls_context.h"
 #include "server/oip/oip_service.h"
 #include "server/oip/shm_registry.h"
 #include "wire/limits.h"
@@ -50,7 +52,7 @@ struct ServerOptions {
   // gRPC's memory quota (grpc::ResourceQuota): what the transport may
   // buffer, also for calls not yet admitted; under pressure gRPC shrinks
   // flow-control windows and refuses streams. 0 = gRPC's default (no quota).
-  int64_t grpc_memory_bytes = 0;
+  int64_t grpc_memory_bytes = GrpcServer::Options().memory_bytes;
   int64_t max_message_bytes = kDefaultMaxMessageBytes;
   std::string metrics_host = "127.0.0.1";
   int metrics_port = 9464;  // 0 picks a free port; -1 disables the endpoint
@@ -87,29 +89,18 @@ struct ServerOptions {
   // Bearer token every tensorops.v1.TensorOps call must carry as
   // "authorization: Bearer <token>" (health and reflection stay open); empty = off.
   std::string auth_token;
-  // HTTP/2 keepalive and connection lifetime; zero = gRPC's default (off for
-  // the max_connection_* ones).
-  absl::Duration keepalive_time = absl::Seconds(60);
-  absl::Duration keepalive_timeout = absl::Seconds(20);
-  absl::Duration max_connection_age = absl::Minutes(5);
-  absl::Duration max_connection_age_grace = absl::Seconds(30);
-  // Five minutes, as --max_connection_age: idle connections (also a flood
-  // of them) are closed even when the age limit is turned off.
-  absl::Duration max_connection_idle = absl::Minutes(5);
-  // The gRPC door's connection cap (server/grpc/grpc_listener.h): at most
-  // this many open on the plaintext listeners (--port, --listen), one more
-  // is closed when accepted. -1 = derived from the process's RLIMIT_NOFILE
-  // (server/fd_budget.h). With TLS gRPC's own listener accepts and there is
-  // no cap (docs/reliability.md).
+  // The gRPC door's connections: keepalive, lifetime, streams and pings
+  // (GrpcServer::Options says what each does). grpc_max_connections -1 =
+  // derived from the process's RLIMIT_NOFILE (server/fd_budget.h); with TLS
+  // gRPC's own listener accepts and there is no cap (docs/reliability.md).
+  absl::Duration keepalive_time = GrpcServer::Options().keepalive_time;
+  absl::Duration keepalive_timeout = GrpcServer::Options().keepalive_timeout;
+  absl::Duration max_connection_age = GrpcServer::Options().max_connection_age;
+  absl::Duration max_connection_age_grace = GrpcServer::Options().max_connection_age_grace;
+  absl::Duration max_connection_idle = GrpcServer::Options().max_connection_idle;
   int64_t grpc_max_connections = -1;
-  // Streams (calls) one client may have open on one HTTP/2 connection
-  // (SETTINGS_MAX_CONCURRENT_STREAMS); stock gRPC clients queue calls past
-  // it rather than fail them.
-  int grpc_max_concurrent_streams = 100;
-  // Pings a client sends without data in between closer together than this
-  // are strikes; the third gets the connection a GOAWAY (too_many_pings).
-  // Clients' keepalive_time must be at least this.
-  absl::Duration grpc_min_ping_interval = absl::Seconds(10);
+  int grpc_max_concurrent_streams = GrpcServer::Options().max_concurrent_streams;
+  absl::Duration grpc_min_ping_interval = GrpcServer::Options().min_ping_interval;
 
   // INVALID_ARGUMENT naming the flag when a setting cannot work: a negative
   // size limit, a stream chunk below 4096 bytes once capped to fit a message
@@ -131,13 +122,13 @@ class TensorOpsServer {
   static absl::StatusOr<std::unique_ptr<TensorOpsServer>> Start(const ServerOptions& options);
   ~TensorOpsServer();
 
-  int port() const { return port_; }
+  int port() const { return grpc_->port(); }
   int metrics_port() const { return metrics_port_; }                       // -1 when disabled
   int http_port() const { return http_ != nullptr ? http_->port() : -1; }  // -1 when disabled
   // The HTTP door's connection cap in force (0: none; -1: no HTTP door).
   int64_t http_max_connections() const { return http_ != nullptr ? http_->max_connections() : -1; }
   // The gRPC door's connection cap in force; 0 when none (TLS).
-  int64_t grpc_max_connections() const { return grpc_max_connections_; }
+  int64_t grpc_max_connections() const { return grpc_->max_connections(); }
   int threads() const { return pool_->num_threads(); }
 
   // Graceful stop: health turns NOT_SERVING, new requests get UNAVAILABLE,
@@ -149,6 +140,9 @@ class TensorOpsServer {
 
  private:
   explicit TensorOpsServer(const ServerOptions& options);
+  // Each door's options from options_ (derived caps resolved).
+  GrpcServer::Options GrpcOptions(const std::optional<TlsPem>& tls, Metrics* metrics) const;
+  HttpServer::Options HttpOptions(const TlsContext& tls) const;
 
   ServerOptions options_;
   OpRegistry registry_;
@@ -161,16 +155,9 @@ class TensorOpsServer {
   std::unique_ptr<OipServerState> oip_state_;
   std::unique_ptr<OipService> oip_;  // both doors' control endpoints
   std::unique_ptr<InferenceService> inference_service_;
-  std::unique_ptr<grpc::Server> server_;
-  // Accepts the plaintext gRPC connections and hands them to server_
-  // (declared after it: destroyed first). Null with TLS.
-  std::unique_ptr<GrpcListener> grpc_listener_;
-  int64_t grpc_max_connections_ = 0;
+  // The doors. http_ is null when the HTTP port is off.
+  std::unique_ptr<GrpcServer> grpc_;
   std::unique_ptr<HttpServer> http_;
-  int port_ = 0;
-  // Where --listen added transports (the drain shuts them like port_).
-  std::vector<int> extra_tcp_ports_;
-  std::vector<std::string> extra_unix_paths_;
   int metrics_port_ = -1;
   bool shut_down_ = false;
 };
