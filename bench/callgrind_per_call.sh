@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Server instructions per lone small call, under valgrind's callgrind: a count
-# that does not depend on what else the machine runs (BENCHMARKS.md,
-# "Service", issue 19 session). Starts the server under callgrind on
+# that does not depend on what else the machine runs
+# (docs/benchmarks-history.md, "Issue 19 session (2026-11-25): lone small
+# calls"). Starts the server under callgrind on
 # 127.0.0.1:PORT, warms up with 200 calls, zeroes the counters, sends
 # --calls calls of --payload_bytes at concurrency 1 with bench/load_tool,
 # dumps, and prints total instructions / calls. Stops the server by PID.

@@ -1,5 +1,6 @@
 // What a big streamed call pays per byte besides the transport, each against
-// memcpy in the same run (BENCHMARKS.md "Streaming"):
+// memcpy in the same run (docs/benchmarks-history.md "Streaming: what
+// changed"):
 //   BM_Crc32       the CRC-32 as wire/crc32.h computes it (ISA-L) ...
 //   BM_ZlibCrc32   ... and as zlib's crc32 does (the same bits);
 //   BM_FreshPages  writing a buffer just mapped (first-touch page faults,

@@ -16,7 +16,8 @@ namespace {
 // source block kPrefetchRows rows ahead in the same column is prefetched.
 // Chosen by measurement on the 256 MiB bench shapes (blocks of 16 and 64,
 // prefetch 0/4/8/16 tried; differences within the VM's noise except
-// prefetch 0 vs 4, see BENCHMARKS.md).
+// prefetch 0 vs 4, see docs/benchmarks-history.md, "Kernels: the issue 14
+// runs").
 constexpr int64_t kColumnBlockRows = 16;
 constexpr int64_t kPrefetchRows = 4;
 

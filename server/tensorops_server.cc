@@ -193,8 +193,8 @@ int main(int argc, char** argv) {
   // Debian's Abseil is built without NDEBUG, so each absl::Mutex lock (gRPC
   // takes several per call) also ran Abseil's deadlock-cycle detection under
   // one process-wide lock, and each Mutex destroyed left its graph node under
-  // it (BENCHMARKS.md, "service"). Off, as in a release build of Abseil;
-  // before any server thread starts.
+  // it (docs/benchmarks-history.md, "Issue 30 session"). Off, as in a
+  // release build of Abseil; before any server thread starts.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   if (absl::GetFlag(FLAGS_malloc_tuning)) {
     // glibc serves blocks above its mmap threshold with a fresh mmap each

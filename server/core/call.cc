@@ -200,7 +200,8 @@ void Call::Run(int64_t output_bytes, KernelFn kernel, AfterFn after) {
   after_ = std::move(after);
   // Small outputs (--inline_max_bytes, kDefaultInlineMaxBytes) run on this
   // gRPC thread: their kernel is shorter than the hand-off to the pool and a
-  // pool thread's wake-up (BENCHMARKS.md, fix 1).
+  // pool thread's wake-up (docs/benchmarks-history.md, issue 3 session,
+  // "Where tensorops loses, and the fixes", fix 1).
   if (output_bytes < pipeline_->options_.inline_max_bytes) {
     RunNow();
   } else {

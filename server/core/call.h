@@ -80,8 +80,9 @@ namespace tensorops {
 // than the hand-off to the pool and the wake-up of a pool thread, and a lone
 // small call pays that hand-off twice (there and, for Finish, back); with
 // 1-2 MiB the c=1 cells went from 0.56-0.98x of a bare gRPC echo to
-// 0.81-1.06x (BENCHMARKS.md, "service"). A call at or above it still runs
-// its kernel split across the pool.
+// 0.81-1.06x (docs/benchmarks-history.md, "Issue 19 session (2026-11-25):
+// lone small calls"). A call at or above it still runs its kernel split
+// across the pool.
 inline constexpr int64_t kDefaultInlineMaxBytes = int64_t{1} << 20;
 
 // What every call of one service shares.

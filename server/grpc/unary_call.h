@@ -8,8 +8,8 @@
 // for its own reactors (ServerReactor::InternalInlineable(), not API); a
 // user reactor's OnDone is handed to gRPC's executor threads, one thread
 // wake-up per call, which cost a small call about as much server CPU as a
-// whole bare echo call (BENCHMARKS.md, "service"). DefaultReactor's
-// reactions run inline.
+// whole bare echo call (docs/benchmarks-history.md, "Issue 30 session").
+// DefaultReactor's reactions run inline.
 //
 // Why the Call's end stays where it was: gRPC calls MessageHolder::Release
 // "when it is done" with the request and the response
