@@ -31,8 +31,11 @@ def anchors(path):
 
 def main():
     root = sys.argv[1]
-    files = subprocess.run(["git", "-C", root, "ls-files", "*.md"], capture_output=True,
-                           text=True).stdout.split()
+    try:
+        files = subprocess.run(["git", "-C", root, "ls-files", "*.md"], capture_output=True,
+                               text=True).stdout.split()
+    except FileNotFoundError:  # no git on this machine
+        files = []
     if not files:  # not a git checkout (e.g. a source tarball): walk instead
         for dirpath, dirs, names in os.walk(root):
             dirs[:] = [d for d in dirs if not d.startswith(("build", ".")) and d != "node_modules"]
