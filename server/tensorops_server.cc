@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
@@ -175,10 +176,26 @@ ABSL_FLAG(absl::Duration, grpc_min_ping_interval, tensorops::ServerOptions().grp
           "strikes; the third closes the connection (GOAWAY too_many_pings). Clients' "
           "keepalive time must be at least this.");
 
-int main(int argc, char** argv) {
+namespace {
+
+using tensorops::Log;
+using tensorops::LogLevel;
+
+// main's two ways to stop before serving: a usage error (printed, exit 2) and
+// a start failure (logged, exit 1). Each returns the exit status.
+int UsageError(absl::string_view message) {
+  std::fprintf(stderr, "tensorops-server: %s\n", std::string(message).c_str());
+  return 2;
+}
+int StartFailure(absl::string_view message) {
+  Log(LogLevel::kError, absl::StrCat("cannot start: ", message));
+  return 1;
+}
+
+// --help lists this file's flags only (Abseil lists flags of files named
+// after the binary; ours has a '-' where this file has a '_').
+void ConfigureUsage() {
   absl::FlagsUsageConfig usage;
-  // Abseil lists flags of files named after the binary; ours has a '-' where
-  // this file has a '_'.
   usage.contains_help_flags = [](absl::string_view file) {
     return absl::StrContains(file, "tensorops_server");
   };
@@ -189,12 +206,15 @@ int main(int argc, char** argv) {
       "over gRPC (tensorops.v1 and the Open Inference Protocol, with health and reflection) and "
       "HTTP/REST (the Open Inference Protocol), with Prometheus metrics.\n"
       "Usage: tensorops-server [--host=127.0.0.1] [--port=50051] [flags]");
-  absl::ParseCommandLine(argc, argv);
+}
+
+// Process-wide switches, set before any thread starts.
+void TuneProcess() {
   // Debian's Abseil is built without NDEBUG, so each absl::Mutex lock (gRPC
   // takes several per call) also ran Abseil's deadlock-cycle detection under
   // one process-wide lock, and each Mutex destroyed left its graph node under
   // it (docs/benchmarks-history.md, "Issue 30 session"). Off, as in a
-  // release build of Abseil; before any server thread starts.
+  // release build of Abseil.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   if (absl::GetFlag(FLAGS_malloc_tuning)) {
     // glibc serves blocks above its mmap threshold with a fresh mmap each
@@ -203,55 +223,221 @@ int main(int argc, char** argv) {
     // 16 MiB x 8 in flight, 2,500-4,500 -> 0-170 faults per call). Serve
     // blocks up to 32 MiB (glibc's cap) from the heap, keep freed memory, and
     // use one arena so buffers freed on one thread are reused on another.
-    // Set before any thread starts.
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
     mallopt(M_ARENA_MAX, 1);
   }
+}
+
+// What the process runs under, read before any thread starts: the memory
+// limit (budgets left at -1 come from it, so a burst is refused with
+// RESOURCE_EXHAUSTED before the OOM killer ends the process: docs/server.md
+// "Memory limit") and the descriptor limit, soft raised to hard (the doors'
+// connection caps left at -1 come from it: server/fd_budget.h).
+struct ProcessLimits {
+  tensorops::MemoryLimit memory;
+  tensorops::MemoryBudget budget;
+  tensorops::FdLimit fds;
+};
+
+// A budget flag's value: the flag's, or the memory limit's share at -1.
+int64_t Derived(int64_t flag, int64_t from_limit) { return flag == -1 ? from_limit : flag; }
+const char* How(int64_t flag) { return flag == -1 ? " (derived)" : " (flag)"; }
+
+// Reads the limits and configures the buffer cache; 0, or the exit status.
+int ReadProcessLimits(ProcessLimits* limits) {
   for (const auto& [name, value] :
        {std::pair{"--max_inflight_bytes", absl::GetFlag(FLAGS_max_inflight_bytes)},
         std::pair{"--grpc_memory_bytes", absl::GetFlag(FLAGS_grpc_memory_bytes)},
         std::pair{"--buffer_cache_bytes", absl::GetFlag(FLAGS_buffer_cache_bytes)}}) {
-    if (value < -1) {
-      std::fprintf(stderr, "tensorops-server: %s must be >= 0 (or -1: derived)\n", name);
-      return 2;
-    }
+    if (value < -1) return UsageError(absl::StrCat(name, " must be >= 0 (or -1: derived)"));
   }
-  // Budgets left at -1 come from the memory limit this process runs under,
-  // so a burst is refused with RESOURCE_EXHAUSTED before the OOM killer ends
-  // the process (docs/server.md "Memory limit").
-  absl::StatusOr<tensorops::MemoryLimit> memory_limit = tensorops::DetectMemoryLimit();
-  if (!memory_limit.ok()) {
-    tensorops::Log(tensorops::LogLevel::kError,
-                   absl::StrCat("cannot start: ", memory_limit.status().message(),
-                                " (set --max_inflight_bytes, --grpc_memory_bytes and "
-                                "--buffer_cache_bytes)"));
-    return 1;
+  absl::StatusOr<tensorops::MemoryLimit> memory = tensorops::DetectMemoryLimit();
+  if (!memory.ok()) {
+    return StartFailure(absl::StrCat(memory.status().message(),
+                                     " (set --max_inflight_bytes, --grpc_memory_bytes and "
+                                     "--buffer_cache_bytes)"));
   }
-  const tensorops::MemoryBudget budget = tensorops::BudgetFor(memory_limit->bytes);
-  const auto derived = [](int64_t flag, int64_t from_limit) {
-    return flag == -1 ? from_limit : flag;
-  };
-  const int64_t buffer_cache_bytes =
-      derived(absl::GetFlag(FLAGS_buffer_cache_bytes), budget.buffer_cache_bytes);
-  tensorops::BufferCache::Global().Configure(buffer_cache_bytes,
-                                             absl::GetFlag(FLAGS_buffer_cache_idle));
-  // The descriptor limit, soft raised to hard before any thread starts; the
-  // doors' connection caps left at -1 come from it (server/fd_budget.h).
-  absl::StatusOr<tensorops::FdLimit> fd_limit = tensorops::RaiseFdLimit();
-  if (!fd_limit.ok()) {
-    tensorops::Log(tensorops::LogLevel::kError,
-                   absl::StrCat("cannot start: ", fd_limit.status().message()));
-    return 1;
-  }
+  limits->memory = *memory;
+  limits->budget = tensorops::BudgetFor(memory->bytes);
+  tensorops::BufferCache::Global().Configure(
+      Derived(absl::GetFlag(FLAGS_buffer_cache_bytes), limits->budget.buffer_cache_bytes),
+      absl::GetFlag(FLAGS_buffer_cache_idle));
+  absl::StatusOr<tensorops::FdLimit> fds = tensorops::RaiseFdLimit();
+  if (!fds.ok()) return StartFailure(fds.status().message());
+  limits->fds = *fds;
+  return 0;
+}
 
-  absl::StatusOr<tensorops::LogLevel> level =
-      tensorops::ParseLogLevel(absl::GetFlag(FLAGS_log_level));
-  if (!level.ok()) {
-    std::fprintf(stderr, "tensorops-server: --log_level: %s\n",
-                 std::string(level.status().message()).c_str());
-    return 2;
+// The gRPC door's flags (and the transport security both doors share).
+void GrpcFlags(tensorops::ServerOptions* options) {
+  options->host = absl::GetFlag(FLAGS_host);
+  options->port = absl::GetFlag(FLAGS_port);
+  for (const std::string& address : absl::GetFlag(FLAGS_listen)) {
+    if (!address.empty()) options->listen.push_back(address);
   }
+  options->tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
+  options->tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  options->tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
+  options->keepalive_time = absl::GetFlag(FLAGS_keepalive_time);
+  options->keepalive_timeout = absl::GetFlag(FLAGS_keepalive_timeout);
+  options->max_connection_age = absl::GetFlag(FLAGS_max_connection_age);
+  options->max_connection_age_grace = absl::GetFlag(FLAGS_max_connection_age_grace);
+  options->max_connection_idle = absl::GetFlag(FLAGS_max_connection_idle);
+  options->grpc_max_connections = absl::GetFlag(FLAGS_grpc_max_connections);
+  options->grpc_max_concurrent_streams = absl::GetFlag(FLAGS_grpc_max_concurrent_streams);
+  options->grpc_min_ping_interval = absl::GetFlag(FLAGS_grpc_min_ping_interval);
+}
+
+// The HTTP door's flags and the metrics endpoint's.
+void HttpFlags(tensorops::ServerOptions* options) {
+  options->metrics_host = absl::GetFlag(FLAGS_metrics_host);
+  options->metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  options->http_host = absl::GetFlag(FLAGS_http_host);
+  options->http_port = absl::GetFlag(FLAGS_http_port);
+  options->http_threads = absl::GetFlag(FLAGS_http_threads);
+  options->http_max_connections = absl::GetFlag(FLAGS_http_max_connections);
+  options->http_header_timeout = absl::GetFlag(FLAGS_http_header_timeout);
+  options->http_idle_timeout = absl::GetFlag(FLAGS_http_idle_timeout);
+  options->http_min_body_rate = absl::GetFlag(FLAGS_http_min_body_rate);
+  options->http_body_rate_window = absl::GetFlag(FLAGS_http_body_rate_window);
+}
+
+// The call path's flags: pool, admission, limits, logging, auth.
+void CallFlags(const tensorops::MemoryBudget& budget, tensorops::ServerOptions* options) {
+  options->threads = absl::GetFlag(FLAGS_threads);
+  options->max_queue = absl::GetFlag(FLAGS_max_queue);
+  options->max_inflight_bytes =
+      Derived(absl::GetFlag(FLAGS_max_inflight_bytes), budget.max_inflight_bytes);
+  options->grpc_memory_bytes =
+      Derived(absl::GetFlag(FLAGS_grpc_memory_bytes), budget.grpc_memory_bytes);
+  options->test_kernel_gate = absl::GetFlag(FLAGS_test_only_kernel_gate);
+  options->max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options->drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
+  options->access_log = absl::GetFlag(FLAGS_access_log);
+  options->min_parallel_bytes = absl::GetFlag(FLAGS_min_parallel_bytes);
+  options->inline_max_bytes = absl::GetFlag(FLAGS_inline_max_bytes);
+  options->shared_memory_key_prefix = absl::GetFlag(FLAGS_shared_memory_key_prefix);
+  options->limits.max_rank = absl::GetFlag(FLAGS_max_rank);
+  options->limits.max_tensor_elements = absl::GetFlag(FLAGS_max_tensor_elements);
+  options->limits.max_tensor_bytes = absl::GetFlag(FLAGS_max_tensor_bytes);
+  options->limits.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
+  options->limits.max_stream_bytes = absl::GetFlag(FLAGS_max_stream_bytes);
+  options->limits.stream_chunk_bytes = absl::GetFlag(FLAGS_stream_chunk_bytes);
+}
+
+// Every flag into ServerOptions, validated (Start validates too; checked
+// here first so a bad flag is a usage error); 0, or the exit status.
+int OptionsFromFlags(const tensorops::MemoryBudget& budget, tensorops::ServerOptions* options) {
+  GrpcFlags(options);
+  HttpFlags(options);
+  CallFlags(budget, options);
+  if (const std::string shm = absl::GetFlag(FLAGS_shared_memory); shm == "system") {
+    options->shared_memory = true;
+  } else if (shm != "none") {
+    return UsageError(absl::StrCat("--shared_memory must be 'none' or 'system', not '", shm, "'"));
+  }
+  if (const std::string path = absl::GetFlag(FLAGS_auth_token_file); !path.empty()) {
+    absl::StatusOr<std::string> token = tensorops::ReadAuthTokenFile(path);
+    if (!token.ok()) return StartFailure(token.status().message());
+    options->auth_token = *std::move(token);
+  }
+  if (absl::Status valid = options->Validate(); !valid.ok()) return UsageError(valid.message());
+  return 0;
+}
+
+// Machine-readable lines on stdout (tests and scripts read the ports here).
+void PrintAddresses(const tensorops::ServerOptions& options,
+                    const tensorops::TensorOpsServer& server) {
+  std::printf("tensorops-server listening on %s:%d\n", options.host.c_str(), server.port());
+  for (const std::string& address : options.listen) {
+    std::printf("tensorops-server also listening on %s\n", address.c_str());
+  }
+  if (server.metrics_port() >= 0) {
+    std::printf("tensorops-server metrics on http://%s:%d/metrics\n", options.metrics_host.c_str(),
+                server.metrics_port());
+  }
+  if (server.http_port() >= 0) {
+    std::printf("tensorops-server http on %s://%s:%d\n",
+                options.tls_cert_file.empty() ? "http" : "https", options.http_host.c_str(),
+                server.http_port());
+  }
+  std::fflush(stdout);
+}
+
+// The limits in force and where each came from (flag or derived).
+void LogLimits(const ProcessLimits& limits, const tensorops::ServerOptions& options,
+               const tensorops::TensorOpsServer& server) {
+  Log(LogLevel::kInfo,
+      absl::StrCat(
+          "memory limit ", limits.memory.bytes, " bytes from ", limits.memory.source,
+          ": max_inflight_bytes ", options.max_inflight_bytes,
+          How(absl::GetFlag(FLAGS_max_inflight_bytes)), ", grpc_memory_bytes ",
+          options.grpc_memory_bytes, How(absl::GetFlag(FLAGS_grpc_memory_bytes)),
+          ", buffer_cache_bytes ",
+          Derived(absl::GetFlag(FLAGS_buffer_cache_bytes), limits.budget.buffer_cache_bytes),
+          How(absl::GetFlag(FLAGS_buffer_cache_bytes))));
+  Log(LogLevel::kInfo,
+      absl::StrCat("fd limit ", limits.fds.soft, " (was ", limits.fds.was, ", hard ",
+                   limits.fds.hard, "): grpc_max_connections ",
+                   server.grpc_max_connections() > 0
+                       ? absl::StrCat(server.grpc_max_connections(),
+                                      How(absl::GetFlag(FLAGS_grpc_max_connections)))
+                       : std::string("none (TLS: gRPC's own listener)"),
+                   ", grpc_max_concurrent_streams ", options.grpc_max_concurrent_streams));
+  if (server.http_max_connections() >= 0) {
+    Log(LogLevel::kInfo,
+        absl::StrCat("http limits: max_connections ", server.http_max_connections(),
+                     How(absl::GetFlag(FLAGS_http_max_connections)), " of fd limit ",
+                     limits.fds.soft, ", header_timeout ",
+                     absl::FormatDuration(options.http_header_timeout), ", idle_timeout ",
+                     absl::FormatDuration(options.http_idle_timeout), ", min_body_rate ",
+                     options.http_min_body_rate, " bytes/s per ",
+                     absl::FormatDuration(options.http_body_rate_window)));
+  }
+  Log(LogLevel::kInfo,
+      absl::StrCat("started: grpc ", options.host, ":", server.port(), ", metrics port ",
+                   server.metrics_port(), ", ", server.threads(), " kernel threads, max_queue ",
+                   options.max_queue, ", max_inflight_bytes ", options.max_inflight_bytes,
+                   ", transport ",
+                   options.tls_cert_file.empty()        ? "plaintext"
+                   : options.tls_client_ca_file.empty() ? "TLS"
+                                                        : "mutual TLS",
+                   options.auth_token.empty() ? "" : ", bearer token required",
+                   options.shared_memory ? ", system shared memory on" : ""));
+}
+
+// Serves until SIGINT or SIGTERM (blocked in `signals` before any thread
+// started, so only the waiter sees them), drains, and tears down.
+void ServeUntilSignal(std::unique_ptr<tensorops::TensorOpsServer> server, const sigset_t& signals) {
+  std::thread waiter([&server, &signals] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    Log(LogLevel::kInfo, absl::StrCat("signal ", sig, ": shutting down"));
+    server->Shutdown();
+  });
+  server->Wait();
+  waiter.join();
+  // Each phase's time goes into the last line, so a slow stop says where it
+  // spent its time (drain and gRPC shutdown above, then the pool and the
+  // metrics endpoint here).
+  const absl::Time teardown_start = absl::Now();
+  server.reset();
+  Log(LogLevel::kInfo, absl::StrCat("stopped (pool and metrics endpoint teardown ",
+                                    absl::FormatDuration(absl::Now() - teardown_start), ")"));
+}
+
+}  // namespace
+
+// Reads flags, tunes the process, logs, starts, waits.
+int main(int argc, char** argv) {
+  ConfigureUsage();
+  absl::ParseCommandLine(argc, argv);
+  TuneProcess();
+  ProcessLimits limits;
+  if (int exit_code = ReadProcessLimits(&limits); exit_code != 0) return exit_code;
+  absl::StatusOr<LogLevel> level = tensorops::ParseLogLevel(absl::GetFlag(FLAGS_log_level));
+  if (!level.ok()) return UsageError(absl::StrCat("--log_level: ", level.status().message()));
   tensorops::SetLogLevel(*level);
 
   // Block SIGINT/SIGTERM before any thread starts so only the waiter sees them.
@@ -262,148 +448,12 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   tensorops::ServerOptions options;
-  options.host = absl::GetFlag(FLAGS_host);
-  options.port = absl::GetFlag(FLAGS_port);
-  for (const std::string& address : absl::GetFlag(FLAGS_listen)) {
-    if (!address.empty()) options.listen.push_back(address);
-  }
-  if (const std::string shm = absl::GetFlag(FLAGS_shared_memory); shm == "system") {
-    options.shared_memory = true;
-  } else if (shm != "none") {
-    std::fprintf(stderr, "tensorops-server: --shared_memory must be 'none' or 'system', not '%s'\n",
-                 shm.c_str());
-    return 2;
-  }
-  options.shared_memory_key_prefix = absl::GetFlag(FLAGS_shared_memory_key_prefix);
-  options.threads = absl::GetFlag(FLAGS_threads);
-  options.max_queue = absl::GetFlag(FLAGS_max_queue);
-  options.max_inflight_bytes =
-      derived(absl::GetFlag(FLAGS_max_inflight_bytes), budget.max_inflight_bytes);
-  options.grpc_memory_bytes =
-      derived(absl::GetFlag(FLAGS_grpc_memory_bytes), budget.grpc_memory_bytes);
-  options.test_kernel_gate = absl::GetFlag(FLAGS_test_only_kernel_gate);
-  options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
-  options.metrics_host = absl::GetFlag(FLAGS_metrics_host);
-  options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
-  options.http_host = absl::GetFlag(FLAGS_http_host);
-  options.http_port = absl::GetFlag(FLAGS_http_port);
-  options.http_threads = absl::GetFlag(FLAGS_http_threads);
-  options.http_max_connections = absl::GetFlag(FLAGS_http_max_connections);
-  options.http_header_timeout = absl::GetFlag(FLAGS_http_header_timeout);
-  options.http_idle_timeout = absl::GetFlag(FLAGS_http_idle_timeout);
-  options.http_min_body_rate = absl::GetFlag(FLAGS_http_min_body_rate);
-  options.http_body_rate_window = absl::GetFlag(FLAGS_http_body_rate_window);
-  options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
-  options.access_log = absl::GetFlag(FLAGS_access_log);
-  options.min_parallel_bytes = absl::GetFlag(FLAGS_min_parallel_bytes);
-  options.inline_max_bytes = absl::GetFlag(FLAGS_inline_max_bytes);
-  options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
-  options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
-  options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
-  options.keepalive_time = absl::GetFlag(FLAGS_keepalive_time);
-  options.keepalive_timeout = absl::GetFlag(FLAGS_keepalive_timeout);
-  options.max_connection_age = absl::GetFlag(FLAGS_max_connection_age);
-  options.max_connection_age_grace = absl::GetFlag(FLAGS_max_connection_age_grace);
-  options.max_connection_idle = absl::GetFlag(FLAGS_max_connection_idle);
-  options.grpc_max_connections = absl::GetFlag(FLAGS_grpc_max_connections);
-  options.grpc_max_concurrent_streams = absl::GetFlag(FLAGS_grpc_max_concurrent_streams);
-  options.grpc_min_ping_interval = absl::GetFlag(FLAGS_grpc_min_ping_interval);
-  if (const std::string path = absl::GetFlag(FLAGS_auth_token_file); !path.empty()) {
-    absl::StatusOr<std::string> token = tensorops::ReadAuthTokenFile(path);
-    if (!token.ok()) {
-      tensorops::Log(tensorops::LogLevel::kError,
-                     absl::StrCat("cannot start: ", token.status().message()));
-      return 1;
-    }
-    options.auth_token = *std::move(token);
-  }
-  options.limits.max_rank = absl::GetFlag(FLAGS_max_rank);
-  options.limits.max_tensor_elements = absl::GetFlag(FLAGS_max_tensor_elements);
-  options.limits.max_tensor_bytes = absl::GetFlag(FLAGS_max_tensor_bytes);
-  options.limits.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
-  options.limits.max_stream_bytes = absl::GetFlag(FLAGS_max_stream_bytes);
-  options.limits.stream_chunk_bytes = absl::GetFlag(FLAGS_stream_chunk_bytes);
-  // Start validates too; checked here first so a bad flag is a usage error (2).
-  if (absl::Status valid = options.Validate(); !valid.ok()) {
-    std::fprintf(stderr, "tensorops-server: %s\n", std::string(valid.message()).c_str());
-    return 2;
-  }
-  auto server = tensorops::TensorOpsServer::Start(options);
-  if (!server.ok()) {
-    tensorops::Log(tensorops::LogLevel::kError,
-                   absl::StrCat("cannot start: ", server.status().message()));
-    return 1;
-  }
-  // Machine-readable lines on stdout (tests and scripts read the ports here).
-  std::printf("tensorops-server listening on %s:%d\n", options.host.c_str(), (*server)->port());
-  for (const std::string& address : options.listen) {
-    std::printf("tensorops-server also listening on %s\n", address.c_str());
-  }
-  if ((*server)->metrics_port() >= 0) {
-    std::printf("tensorops-server metrics on http://%s:%d/metrics\n", options.metrics_host.c_str(),
-                (*server)->metrics_port());
-  }
-  if ((*server)->http_port() >= 0) {
-    std::printf("tensorops-server http on %s://%s:%d\n",
-                options.tls_cert_file.empty() ? "http" : "https", options.http_host.c_str(),
-                (*server)->http_port());
-  }
-  std::fflush(stdout);
-  const auto how = [](int64_t flag) { return flag == -1 ? " (derived)" : " (flag)"; };
-  tensorops::Log(
-      tensorops::LogLevel::kInfo,
-      absl::StrCat("memory limit ", memory_limit->bytes, " bytes from ", memory_limit->source,
-                   ": max_inflight_bytes ", options.max_inflight_bytes,
-                   how(absl::GetFlag(FLAGS_max_inflight_bytes)), ", grpc_memory_bytes ",
-                   options.grpc_memory_bytes, how(absl::GetFlag(FLAGS_grpc_memory_bytes)),
-                   ", buffer_cache_bytes ", buffer_cache_bytes,
-                   how(absl::GetFlag(FLAGS_buffer_cache_bytes))));
-  tensorops::Log(
-      tensorops::LogLevel::kInfo,
-      absl::StrCat("fd limit ", fd_limit->soft, " (was ", fd_limit->was, ", hard ", fd_limit->hard,
-                   "): grpc_max_connections ",
-                   (*server)->grpc_max_connections() > 0
-                       ? absl::StrCat((*server)->grpc_max_connections(),
-                                      how(absl::GetFlag(FLAGS_grpc_max_connections)))
-                       : std::string("none (TLS: gRPC's own listener)"),
-                   ", grpc_max_concurrent_streams ", options.grpc_max_concurrent_streams));
-  if ((*server)->http_max_connections() >= 0) {
-    tensorops::Log(tensorops::LogLevel::kInfo,
-                   absl::StrCat("http limits: max_connections ", (*server)->http_max_connections(),
-                                how(absl::GetFlag(FLAGS_http_max_connections)), " of fd limit ",
-                                fd_limit->soft, ", header_timeout ",
-                                absl::FormatDuration(options.http_header_timeout),
-                                ", idle_timeout ", absl::FormatDuration(options.http_idle_timeout),
-                                ", min_body_rate ", options.http_min_body_rate, " bytes/s per ",
-                                absl::FormatDuration(options.http_body_rate_window)));
-  }
-  tensorops::Log(
-      tensorops::LogLevel::kInfo,
-      absl::StrCat("started: grpc ", options.host, ":", (*server)->port(), ", metrics port ",
-                   (*server)->metrics_port(), ", ", (*server)->threads(),
-                   " kernel threads, max_queue ", options.max_queue, ", max_inflight_bytes ",
-                   options.max_inflight_bytes, ", transport ",
-                   options.tls_cert_file.empty()        ? "plaintext"
-                   : options.tls_client_ca_file.empty() ? "TLS"
-                                                        : "mutual TLS",
-                   options.auth_token.empty() ? "" : ", bearer token required",
-                   options.shared_memory ? ", system shared memory on" : ""));
-
-  std::thread waiter([&server, &signals] {
-    int sig = 0;
-    sigwait(&signals, &sig);
-    tensorops::Log(tensorops::LogLevel::kInfo, absl::StrCat("signal ", sig, ": shutting down"));
-    (*server)->Shutdown();
-  });
-  (*server)->Wait();
-  waiter.join();
-  // Each phase's time goes into the last line, so a slow stop says where it
-  // spent its time (drain and gRPC shutdown above, then the pool and the
-  // metrics endpoint here).
-  const absl::Time teardown_start = absl::Now();
-  server->reset();
-  tensorops::Log(tensorops::LogLevel::kInfo,
-                 absl::StrCat("stopped (pool and metrics endpoint teardown ",
-                              absl::FormatDuration(absl::Now() - teardown_start), ")"));
+  if (int exit_code = OptionsFromFlags(limits.budget, &options); exit_code != 0) return exit_code;
+  absl::StatusOr<std::unique_ptr<tensorops::TensorOpsServer>> server =
+      tensorops::TensorOpsServer::Start(options);
+  if (!server.ok()) return StartFailure(server.status().message());
+  PrintAddresses(options, **server);
+  LogLimits(limits, options, **server);
+  ServeUntilSignal(*std::move(server), signals);
   return 0;
 }
