@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -296,6 +297,116 @@ void SetDTypeAndShape(DType dtype, const Shape& shape, v1::Tensor* proto) {
 
 }  // namespace
 
+namespace {
+
+// The request limits on one tensor: its elements and its bytes (a STRING
+// tensor's values counted too). RESOURCE_EXHAUSTED naming the flag.
+absl::Status CheckTensorLimits(const v1::Tensor& proto, DType dtype, absl::Span<const int64_t> dims,
+                               int64_t num_bytes, absl::string_view what,
+                               const RequestLimits& limits) {
+  const int64_t n = num_bytes / ElementWidth(dtype);
+  if (n > limits.max_tensor_elements) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(what, " has ", n, " elements (shape ", ShapeToString(dims), "); the limit is ",
+                     limits.max_tensor_elements, " (--max_tensor_elements)"));
+  }
+  int64_t bytes = num_bytes;
+  bool over = bytes > limits.max_tensor_bytes;
+  if (dtype == DType::kString && !over) {
+    // Stops at the first string past the limit, so the sum never overflows.
+    for (const std::string& s : proto.string_data()) {
+      if (static_cast<int64_t>(s.size()) > limits.max_tensor_bytes - bytes) {
+        over = true;
+        bytes = limits.max_tensor_bytes + 1;  // reported as "N+ bytes"
+        break;
+      }
+      bytes += static_cast<int64_t>(s.size());
+    }
+  }
+  if (over) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(what, " needs ", bytes, dtype == DType::kString ? "+" : "", " bytes (shape ",
+                     ShapeToString(dims), " of ", DTypeName(dtype), "); the limit is ",
+                     limits.max_tensor_bytes, " (--max_tensor_bytes)"));
+  }
+  return absl::OkStatus();
+}
+
+// The one data field the tensor sets; nullopt when none is set.
+// INVALID_ARGUMENT when two are.
+absl::StatusOr<std::optional<Field>> TheDataField(const v1::Tensor& proto, absl::string_view what) {
+  std::optional<Field> set;
+  for (int i = 0; i < kNumFields; ++i) {
+    const Field f = static_cast<Field>(i);
+    if (FieldSize(proto, f) == 0) continue;
+    if (set.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " sets both ", FieldName(*set), " and ",
+                                                     FieldName(f), "; set exactly one data field"));
+    }
+    set = f;
+  }
+  return set;
+}
+
+// raw_data, viewed in place (whatever its alignment: kernels and readers
+// load elements with memcpy or unaligned vector loads, never through typed
+// pointers) after its size and, for BOOL, its values are checked.
+absl::Status ViewRawData(const v1::Tensor& proto, DType dtype, absl::Span<const int64_t> dims,
+                         int64_t num_bytes, absl::string_view what, DecodedTensor* out) {
+  if (dtype == DType::kString) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ".raw_data cannot carry STRING values; use string_data"));
+  }
+  const std::string& raw = proto.raw_data();
+  if (static_cast<int64_t>(raw.size()) != num_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ".raw_data has ", raw.size(),
+                                                   " bytes but shape ", ShapeToString(dims), " of ",
+                                                   DTypeName(dtype), " needs ", num_bytes));
+  }
+  if (dtype == DType::kBool) {
+    if (const int64_t i = FindInvalidBool(raw); i >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ".raw_data[", i,
+                                                     "] = ", int{static_cast<uint8_t>(raw[i])},
+                                                     " is not a valid BOOL (0 or 1)"));
+    }
+  }
+  out->encoding = Encoding::kRaw;
+  out->view.data = raw.data();
+  return absl::OkStatus();
+}
+
+// A typed field (`set`), checked against the type's own field and the
+// shape's element count, decoded into out->storage.
+absl::Status DecodeTypedField(const v1::Tensor& proto, DType dtype, Field set,
+                              absl::Span<const int64_t> dims, int64_t num_bytes,
+                              absl::string_view what, DecodedTensor* out) {
+  const Field typed = TypedFieldFor(dtype);
+  if (set != typed) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ".", FieldName(set), " cannot carry ", DTypeName(dtype), " values; use ",
+                     FieldName(typed), dtype == DType::kString ? "" : " or raw_data"));
+  }
+  const int64_t n = num_bytes / ElementWidth(dtype);
+  const int64_t per_element = IsComplex(dtype) ? 2 : 1;
+  const int64_t want = n * per_element;  // cannot overflow: n * width fits int64
+  const int64_t have = FieldSize(proto, set);
+  if (have != want) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ".", FieldName(set), " has ", have, " values but shape ", ShapeToString(dims),
+        per_element == 2
+            ? absl::StrCat(" of ", DTypeName(dtype), " needs ", want, " (2 per element: re, im)")
+            : absl::StrCat(" needs ", want)));
+  }
+  out->encoding = Encoding::kTyped;
+  out->storage.reset(new char[num_bytes > 0 ? num_bytes : 1]);
+  absl::Status st = DecodeTyped(proto, dtype, n, what, out->storage.get());
+  if (!st.ok()) return st;
+  out->view.data = out->storage.get();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor& proto, absl::string_view what,
                                            const RequestLimits* limits) {
   const DType dtype = FromProtoDataType(proto.dtype());
@@ -311,113 +422,37 @@ absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor& proto, absl::string
   const int64_t width = ElementWidth(dtype);
   const absl::Span<const int64_t> dims(proto.shape().data(),
                                        static_cast<size_t>(proto.shape_size()));
-  const std::string shape_what = absl::StrCat(what, ".shape");
   // CheckedByteSize also rejects negative dims and element-count overflow.
-  const absl::StatusOr<int64_t> num_bytes = CheckedByteSize(dims, width, shape_what);
+  const absl::StatusOr<int64_t> num_bytes =
+      CheckedByteSize(dims, width, absl::StrCat(what, ".shape"));
   if (!num_bytes.ok()) return num_bytes.status();
-  const int64_t n = *num_bytes / width;
   if (limits != nullptr) {
-    if (n > limits->max_tensor_elements) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          what, " has ", n, " elements (shape ", ShapeToString(dims), "); the limit is ",
-          limits->max_tensor_elements, " (--max_tensor_elements)"));
-    }
-    int64_t bytes = *num_bytes;
-    bool over = bytes > limits->max_tensor_bytes;
-    if (dtype == DType::kString && !over) {
-      // Stops at the first string past the limit, so the sum never overflows.
-      for (const std::string& s : proto.string_data()) {
-        if (static_cast<int64_t>(s.size()) > limits->max_tensor_bytes - bytes) {
-          over = true;
-          bytes = limits->max_tensor_bytes + 1;  // reported as "N+ bytes"
-          break;
-        }
-        bytes += static_cast<int64_t>(s.size());
-      }
-    }
-    if (over) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat(what, " needs ", bytes, dtype == DType::kString ? "+" : "", " bytes (shape ",
-                       ShapeToString(dims), " of ", DTypeName(dtype), "); the limit is ",
-                       limits->max_tensor_bytes, " (--max_tensor_bytes)"));
+    if (absl::Status st = CheckTensorLimits(proto, dtype, dims, *num_bytes, what, *limits);
+        !st.ok()) {
+      return st;
     }
   }
-
-  // Exactly one data field.
-  Field set = Field::kRaw;
-  int num_set = 0;
-  for (int i = 0; i < kNumFields; ++i) {
-    const Field f = static_cast<Field>(i);
-    if (FieldSize(proto, f) == 0) continue;
-    if (num_set == 1) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " sets both ", FieldName(set), " and ",
-                                                     FieldName(f), "; set exactly one data field"));
-    }
-    set = f;
-    ++num_set;
-  }
+  absl::StatusOr<std::optional<Field>> set = TheDataField(proto, what);
+  if (!set.ok()) return set.status();
 
   DecodedTensor out;
   out.view.dtype = dtype;
   out.view.shape.assign(dims.begin(), dims.end());
-
-  const Field typed = TypedFieldFor(dtype);
-  if (num_set == 0) {
-    if (n != 0) {
+  absl::Status st;
+  if (!set->has_value()) {
+    if (*num_bytes != 0) {
       return absl::InvalidArgumentError(absl::StrCat(what, " has no data: set ",
                                                      dtype == DType::kString ? "" : "raw_data or ",
-                                                     FieldName(typed)));
+                                                     FieldName(TypedFieldFor(dtype))));
     }
     out.encoding = Encoding::kRaw;
     out.view.data = kEmptyBuffer;
-    return out;
+  } else if (**set == Field::kRaw) {
+    st = ViewRawData(proto, dtype, dims, *num_bytes, what, &out);
+  } else {
+    st = DecodeTypedField(proto, dtype, **set, dims, *num_bytes, what, &out);
   }
-
-  if (set == Field::kRaw) {
-    if (dtype == DType::kString) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, ".raw_data cannot carry STRING values; use string_data"));
-    }
-    const std::string& raw = proto.raw_data();
-    if (static_cast<int64_t>(raw.size()) != *num_bytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, ".raw_data has ", raw.size(), " bytes but shape ", ShapeToString(dims),
-                       " of ", DTypeName(dtype), " needs ", *num_bytes));
-    }
-    if (dtype == DType::kBool) {
-      if (const int64_t i = FindInvalidBool(raw); i >= 0) {
-        return absl::InvalidArgumentError(absl::StrCat(what, ".raw_data[", i,
-                                                       "] = ", int{static_cast<uint8_t>(raw[i])},
-                                                       " is not a valid BOOL (0 or 1)"));
-      }
-    }
-    out.encoding = Encoding::kRaw;
-    // In place, whatever its alignment: kernels and readers load elements
-    // with memcpy or unaligned vector loads, never through typed pointers.
-    out.view.data = raw.data();
-    return out;
-  }
-
-  if (set != typed) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ".", FieldName(set), " cannot carry ", DTypeName(dtype), " values; use ",
-                     FieldName(typed), dtype == DType::kString ? "" : " or raw_data"));
-  }
-  const int64_t per_element = IsComplex(dtype) ? 2 : 1;
-  const int64_t want = n * per_element;  // cannot overflow: n * width fits int64
-  const int64_t have = FieldSize(proto, set);
-  if (have != want) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ".", FieldName(set), " has ", have, " values but shape ", ShapeToString(dims),
-        per_element == 2
-            ? absl::StrCat(" of ", DTypeName(dtype), " needs ", want, " (2 per element: re, im)")
-            : absl::StrCat(" needs ", want)));
-  }
-  out.encoding = Encoding::kTyped;
-  out.storage.reset(new char[*num_bytes > 0 ? *num_bytes : 1]);
-  absl::Status st = DecodeTyped(proto, dtype, n, what, out.storage.get());
   if (!st.ok()) return st;
-  out.view.data = out.storage.get();
   return out;
 }
 
