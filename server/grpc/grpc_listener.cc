@@ -144,70 +144,84 @@ absl::Status GrpcListener::Bind(const std::string& address, int* port) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", address, ": ", why));
   };
   *port = 0;
+  std::string why;
   const bool abstract = absl::StartsWith(address, "unix-abstract:");
   if (abstract || absl::StartsWith(address, "unix:")) {
-    const std::string path = address.substr(abstract ? 14 : 5);
-    sockaddr_un un{};
-    un.sun_family = AF_UNIX;
-    if (path.empty() || path.size() + 1 > sizeof(un.sun_path)) return fail("bad socket path");
-    socklen_t len = sizeof(un);
-    if (abstract) {
-      // A leading NUL names the abstract namespace; the length says where
-      // the name ends.
-      std::memcpy(un.sun_path + 1, path.data(), path.size());
-      len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + path.size());
-    } else {
-      std::memcpy(un.sun_path, path.data(), path.size());
-      // A socket file left by an earlier run would make bind fail; gRPC's
-      // own listener removes it too (never a file that is not a socket).
-      struct stat st;
-      if (lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) unlink(path.c_str());
-    }
-    const int fd = ListenOn(reinterpret_cast<sockaddr*>(&un), len, false);
-    if (fd < 0) return fail(Errno(errno));
-    Socket s;
-    s.fd = fd;
-    if (!abstract) {
-      struct stat st;
-      if (stat(path.c_str(), &st) == 0) {
-        s.unix_path = path;
-        s.unix_inode = st.st_ino;
-      }
-    }
-    sockets_.push_back(std::move(s));
-    return absl::OkStatus();
+    why = BindUnix(address.substr(abstract ? 14 : 5), abstract);
+    return why.empty() ? absl::OkStatus() : fail(why);
   }
-
   std::string host;
   int want_port = 0;
   if (!SplitHostPort(address, &host, &want_port)) return fail("not host:port or unix:path");
   if (host.empty() || host == "0.0.0.0" || host == "::" || host == "*") {
-    // The wildcard: IPv6 in dual-stack mode, which also takes IPv4, as
-    // gRPC's listener does; IPv4 alone where there is no IPv6.
-    sockaddr_in6 in6{};
-    in6.sin6_family = AF_INET6;
-    in6.sin6_addr = in6addr_any;
-    in6.sin6_port = htons(static_cast<uint16_t>(want_port));
-    int fd = ListenOn(reinterpret_cast<sockaddr*>(&in6), sizeof(in6), true);
-    if (fd < 0 && (errno == EAFNOSUPPORT || errno == EADDRNOTAVAIL)) {
-      sockaddr_in in4{};
-      in4.sin_family = AF_INET;
-      in4.sin_addr.s_addr = htonl(INADDR_ANY);
-      in4.sin_port = htons(static_cast<uint16_t>(want_port));
-      fd = ListenOn(reinterpret_cast<sockaddr*>(&in4), sizeof(in4), false);
-    }
-    if (fd < 0) return fail(Errno(errno));
-    sockets_.push_back(Socket{fd, true, "", 0});
-    *port = BoundPort(fd);
-    return absl::OkStatus();
+    why = BindWildcard(want_port, port);
+  } else {
+    why = BindResolved(host, want_port, port);
   }
+  return why.empty() ? absl::OkStatus() : fail(why);
+}
+
+std::string GrpcListener::BindUnix(const std::string& path, bool abstract) {
+  sockaddr_un un{};
+  un.sun_family = AF_UNIX;
+  if (path.empty() || path.size() + 1 > sizeof(un.sun_path)) return "bad socket path";
+  socklen_t len = sizeof(un);
+  if (abstract) {
+    // A leading NUL names the abstract namespace; the length says where
+    // the name ends.
+    std::memcpy(un.sun_path + 1, path.data(), path.size());
+    len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + path.size());
+  } else {
+    std::memcpy(un.sun_path, path.data(), path.size());
+    // A socket file left by an earlier run would make bind fail; gRPC's
+    // own listener removes it too (never a file that is not a socket).
+    struct stat st;
+    if (lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) unlink(path.c_str());
+  }
+  const int fd = ListenOn(reinterpret_cast<sockaddr*>(&un), len, false);
+  if (fd < 0) return Errno(errno);
+  Socket s;
+  s.fd = fd;
+  if (!abstract) {
+    struct stat st;
+    if (stat(path.c_str(), &st) == 0) {
+      s.unix_path = path;
+      s.unix_inode = st.st_ino;
+    }
+  }
+  sockets_.push_back(std::move(s));
+  return "";
+}
+
+std::string GrpcListener::BindWildcard(int want_port, int* port) {
+  // IPv6 in dual-stack mode, which also takes IPv4, as gRPC's listener
+  // does; IPv4 alone where there is no IPv6.
+  sockaddr_in6 in6{};
+  in6.sin6_family = AF_INET6;
+  in6.sin6_addr = in6addr_any;
+  in6.sin6_port = htons(static_cast<uint16_t>(want_port));
+  int fd = ListenOn(reinterpret_cast<sockaddr*>(&in6), sizeof(in6), true);
+  if (fd < 0 && (errno == EAFNOSUPPORT || errno == EADDRNOTAVAIL)) {
+    sockaddr_in in4{};
+    in4.sin_family = AF_INET;
+    in4.sin_addr.s_addr = htonl(INADDR_ANY);
+    in4.sin_port = htons(static_cast<uint16_t>(want_port));
+    fd = ListenOn(reinterpret_cast<sockaddr*>(&in4), sizeof(in4), false);
+  }
+  if (fd < 0) return Errno(errno);
+  sockets_.push_back(Socket{fd, true, "", 0});
+  *port = BoundPort(fd);
+  return "";
+}
+
+std::string GrpcListener::BindResolved(const std::string& host, int want_port, int* port) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* found = nullptr;
   if (const int rc = getaddrinfo(host.c_str(), "0", &hints, &found); rc != 0) {
-    return fail(gai_strerror(rc));
+    return gai_strerror(rc);
   }
   absl::Cleanup free_found = [found] { freeaddrinfo(found); };
   // Every address the name resolves to (localhost: 127.0.0.1 and ::1), on
@@ -234,8 +248,8 @@ absl::Status GrpcListener::Bind(const std::string& address, int* port) {
     sockets_.push_back(Socket{fd, true, "", 0});
     if (bound++ == 0) *port = BoundPort(fd);
   }
-  if (bound == 0) return fail(first_error.empty() ? "no address" : first_error);
-  return absl::OkStatus();
+  if (bound == 0) return first_error.empty() ? "no address" : first_error;
+  return "";
 }
 
 GrpcListener::~GrpcListener() { Stop(); }

@@ -115,6 +115,11 @@ class GrpcListener {
 
   explicit GrpcListener(Options options);
   absl::Status Bind(const std::string& address, int* port);
+  // Bind's three kinds of address; each returns why it failed ("": bound),
+  // adds its sockets to sockets_ and sets *port to the bound TCP port.
+  std::string BindUnix(const std::string& path, bool abstract);
+  std::string BindWildcard(int want_port, int* port);  // 0.0.0.0, ::, *, ""
+  std::string BindResolved(const std::string& host, int want_port, int* port);
   void Loop();
   // Accepts what is pending on `s`; false when the listener is dead (shut
   // down under us) and should not be polled again.
