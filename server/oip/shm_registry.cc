@@ -81,9 +81,8 @@ absl::Status ShmRegistry::CheckEnabled() const {
       "system shared memory is off on this server (start it with --shared_memory=system)");
 }
 
-absl::Status ShmRegistry::Register(const std::string& owner, const std::string& name,
-                                   const std::string& key, uint64_t offset, uint64_t byte_size) {
-  if (absl::Status st = CheckEnabled(); !st.ok()) return st;
+absl::Status ShmRegistry::CheckRegistration(const std::string& name, const std::string& key,
+                                            uint64_t offset, uint64_t byte_size) const {
   if (name.empty()) return absl::InvalidArgumentError("name: a region needs a name");
   if (name.size() > 256) {
     return absl::InvalidArgumentError(
@@ -104,19 +103,13 @@ absl::Status ShmRegistry::Register(const std::string& owner, const std::string& 
     return absl::InvalidArgumentError(absl::StrCat("region ", Quote(name), ": offset ", offset,
                                                    " + byte_size ", byte_size, " overflows"));
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (regions_.count({owner, name}) != 0) {
-      return absl::AlreadyExistsError(
-          absl::StrCat("shared memory region ", Quote(name), " is already registered"));
-    }
-    if (static_cast<int64_t>(regions_.size()) >= options_.max_regions) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("the server holds ", regions_.size(),
-                       " shared memory regions, its limit; unregister some"));
-    }
-  }
+  return absl::OkStatus();
+}
 
+absl::StatusOr<std::shared_ptr<ShmRegion>> ShmRegistry::OpenRegion(const std::string& name,
+                                                                   const std::string& key,
+                                                                   uint64_t offset,
+                                                                   uint64_t byte_size) {
   auto region = std::shared_ptr<ShmRegion>(new ShmRegion());
   region->name_ = name;
   region->key_ = key;
@@ -157,10 +150,32 @@ absl::Status ShmRegistry::Register(const std::string& owner, const std::string& 
   region->map_ = map;
   region->base_ = static_cast<char*>(map) + (offset - map_offset);
 
+  return region;
+}
+
+absl::Status ShmRegistry::Register(const std::string& owner, const std::string& name,
+                                   const std::string& key, uint64_t offset, uint64_t byte_size) {
+  if (absl::Status st = CheckEnabled(); !st.ok()) return st;
+  if (absl::Status st = CheckRegistration(name, key, offset, byte_size); !st.ok()) return st;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (regions_.count({owner, name}) != 0) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("shared memory region ", Quote(name), " is already registered"));
+    }
+    if (static_cast<int64_t>(regions_.size()) >= options_.max_regions) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the server holds ", regions_.size(),
+                       " shared memory regions, its limit; unregister some"));
+    }
+  }
+
+  absl::StatusOr<std::shared_ptr<ShmRegion>> region = OpenRegion(name, key, offset, byte_size);
+  if (!region.ok()) return region.status();
   std::lock_guard<std::mutex> lock(mu_);
   // Checked again: another Register of the same name may have won meanwhile
   // (our mapping is then released with `region`).
-  auto [it, inserted] = regions_.emplace(std::make_pair(owner, name), std::move(region));
+  auto [it, inserted] = regions_.emplace(std::make_pair(owner, name), *std::move(region));
   if (!inserted) {
     return absl::AlreadyExistsError(
         absl::StrCat("shared memory region ", Quote(name), " is already registered"));

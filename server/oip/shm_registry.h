@@ -109,6 +109,13 @@ class ShmRegistry {
 
  private:
   absl::Status CheckEnabled() const;
+  // Register's steps: the arguments (name, key and its prefix, offset and
+  // size), then the object opened, checked and mapped (not yet registered).
+  absl::Status CheckRegistration(const std::string& name, const std::string& key, uint64_t offset,
+                                 uint64_t byte_size) const;
+  static absl::StatusOr<std::shared_ptr<ShmRegion>> OpenRegion(const std::string& name,
+                                                               const std::string& key,
+                                                               uint64_t offset, uint64_t byte_size);
 
   const Options options_;
   mutable std::mutex mu_;
