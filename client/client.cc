@@ -11,9 +11,11 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/wire_codec.h"
+#include "google/rpc/error_details.pb.h"
 #include "grpc/health/v1/health.pb.h"
 #include "kernels/huge_pages.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
@@ -769,6 +771,34 @@ absl::StatusOr<ServingStatus> Client::Health(absl::string_view service,
     default:
       return ServingStatus::kUnknown;
   }
+}
+
+ErrorDetails GetErrorDetails(const absl::Status& status) {
+  ErrorDetails out;
+  status.ForEachPayload([&out](absl::string_view url, const absl::Cord& bytes) {
+    if (!absl::StartsWith(url, "type.googleapis.com/")) return;
+    out.type_urls.emplace_back(url);
+    const std::string value(bytes);
+    if (url == "type.googleapis.com/google.rpc.RetryInfo") {
+      google::rpc::RetryInfo info;
+      if (!info.ParseFromString(value)) return;
+      out.retry_delay = std::chrono::milliseconds(info.retry_delay().seconds() * 1000 +
+                                                  info.retry_delay().nanos() / 1000000);
+    } else if (url == "type.googleapis.com/google.rpc.ErrorInfo") {
+      google::rpc::ErrorInfo info;
+      if (!info.ParseFromString(value)) return;
+      out.reason = info.reason();
+      out.domain = info.domain();
+      out.metadata.insert(info.metadata().begin(), info.metadata().end());
+    } else if (url == "type.googleapis.com/google.rpc.BadRequest") {
+      google::rpc::BadRequest bad;
+      if (!bad.ParseFromString(value)) return;
+      for (const auto& v : bad.field_violations()) {
+        out.field_violations.push_back({v.field(), v.description()});
+      }
+    }
+  });
+  return out;
 }
 
 absl::string_view ServingStatusName(ServingStatus status) {

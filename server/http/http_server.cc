@@ -331,7 +331,7 @@ void AddRetryAfter(std::optional<absl::Duration> delay, HttpResponse* r) {
 }
 
 HttpResponse ErrorResponse(const absl::Status& status) {
-  HttpResponse r = JsonResponse(HttpStatusOf(status), ErrorJson(status.message()));
+  HttpResponse r = JsonResponse(HttpStatusOf(status), ErrorJson(status));
   AddRetryAfter(RetryDelay(status), &r);
   return r;
 }

@@ -170,6 +170,13 @@ TEST_F(ClientTest, ServerErrorsKeepCodeAndMessage) {
       client_->Roll(Tensor(k4x3, {4, 3}), Tensor::Scalar<int64_t>(1), Tensor::Scalar<int64_t>(2));
   EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(out.status().message(), "Roll: axes[0] = 2 is out of range [-2, 1] for data of rank 2");
+  // Its google.rpc.BadRequest: the field the message names, in its words.
+  const ErrorDetails details = GetErrorDetails(out.status());
+  ASSERT_EQ(details.field_violations.size(), 1u);
+  EXPECT_EQ(details.field_violations[0].field, "axes[0]");
+  EXPECT_EQ(details.field_violations[0].description, out.status().message());
+  EXPECT_THAT(details.type_urls, ElementsAre("type.googleapis.com/google.rpc.BadRequest"));
+  EXPECT_FALSE(details.retry_delay.has_value());
   auto unknown = client_->Execute("Frobnicate", {}, {Tensor(k4x3, {4, 3})});
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(unknown.status().message(), HasSubstr("Frobnicate"));
@@ -412,6 +419,12 @@ TEST_F(RefusalRetryTest, RequestOverALimitIsNotRetried) {
   auto out = (*client)->Roll(Tensor(std::vector<int32_t>(1 << 16, 7), {256, 256}),
                              Tensor::Scalar<int64_t>(1), Tensor::Scalar<int64_t>(0));
   ASSERT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted) << out.status();
+  // Its google.rpc.ErrorInfo, as the SDK exposes it; no RetryInfo (no wait helps).
+  const ErrorDetails details = GetErrorDetails(out.status());
+  EXPECT_EQ(details.reason, "REQUEST_OVER_INFLIGHT_BUDGET");
+  EXPECT_EQ(details.domain, "tensorops");
+  EXPECT_EQ(details.metadata.count("flag"), 1u);
+  EXPECT_FALSE(details.retry_delay.has_value());
   auto body = testing::HttpGet(small.metrics_port(), "/metrics");
   ASSERT_TRUE(body.ok());
   auto rejected = testing::FindSample(*body, "tensorops_rejected_requests_total",

@@ -204,6 +204,35 @@ struct OpInfo {
   std::vector<OpOutputInfo> outputs;
 };
 
+// The google.rpc details a failed call's status carries: what the server
+// put in grpc-status-details-bin (the SDK keeps each detail on the
+// absl::Status as a payload under its type URL,
+// "type.googleapis.com/google.rpc.RetryInfo"; this reads them). See the
+// error details table in docs/reliability.md for which status carries what.
+struct ErrorDetails {
+  // google.rpc.RetryInfo: when to try again (a refusal of the queue, the
+  // in-flight budget or a drain).
+  std::optional<std::chrono::milliseconds> retry_delay;
+  // google.rpc.ErrorInfo: the machine-readable reason ("QUEUE_FULL"), its
+  // domain ("tensorops") and facts (the flag and its limit). Empty if none.
+  std::string reason;
+  std::string domain;
+  std::map<std::string, std::string> metadata;
+  // google.rpc.BadRequest (every INVALID_ARGUMENT): the request field at
+  // fault ("inputs[1].shape[0]", "attrs.mode"; "" when the message names
+  // none) and its description, the status message's words.
+  struct FieldViolation {
+    std::string field;
+    std::string description;
+  };
+  std::vector<FieldViolation> field_violations;
+  // The type URL of every detail received, those above and any other.
+  std::vector<std::string> type_urls;
+};
+// Reads the details of `status` (a status an SDK call returned); all empty
+// for OK or a status without any.
+TENSOROPS_EXPORT ErrorDetails GetErrorDetails(const absl::Status& status);
+
 // grpc.health.v1 serving status.
 enum class ServingStatus { kUnknown, kServing, kNotServing, kServiceUnknown };
 TENSOROPS_EXPORT absl::string_view ServingStatusName(ServingStatus status);
