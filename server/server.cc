@@ -264,6 +264,7 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
   s->metrics_->SetPoolThreads(threads);
   CallPipeline::Options pipeline_options;
   pipeline_options.access_log = options.access_log;
+  pipeline_options.trace_headers = options.trace_headers;
   pipeline_options.min_parallel_bytes = options.min_parallel_bytes;
   pipeline_options.inline_max_bytes = options.inline_max_bytes;
   pipeline_options.limits = options.limits;

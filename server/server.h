@@ -70,6 +70,9 @@ struct ServerOptions {
   absl::Duration http_body_rate_window = HttpServer::Options().body_rate_window;
   absl::Duration drain_timeout = absl::Seconds(10);
   bool access_log = false;
+  // Send each call's traceparent back and its Server-Timing (gRPC initial
+  // and trailing metadata, HTTP response headers); --trace_headers.
+  bool trace_headers = true;
   int64_t min_parallel_bytes = kDefaultMinParallelBytes;
   int64_t inline_max_bytes = kDefaultInlineMaxBytes;  // see CallPipeline::Options
   // --max_rank, --max_tensor_elements, --max_tensor_bytes, --max_request_bytes,

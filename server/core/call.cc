@@ -110,10 +110,12 @@ Call::Call(CallPipeline* pipeline, CallMethod method, const CallContext* ctx, Fi
       ctx_(ctx),
       finish_rpc_(std::move(finish_rpc)),
       start_(absl::Now()),
+      trace_(TraceContext::Start(ctx->traceparent(), ctx->tracestate())),
       op_index_(pipeline->metrics_->unknown_op_index()) {}
 
 void Call::RunUnary(absl::string_view op, int64_t request_bytes, PrepareFn prepare,
                     ReplyBytesFn reply_bytes) {
+  const LogCallScope log_scope(trace_.trace_id_hex(), trace_.span_id_hex());
   request_bytes_ = request_bytes;
   reply_bytes_ = std::move(reply_bytes);
   SetOp(op, pipeline_->registry_->Find(op));
@@ -234,6 +236,7 @@ absl::Status Call::CheckDrop(absl::Time now) {
 }
 
 void Call::RunNow() {
+  const LogCallScope log_scope(trace_.trace_id_hex(), trace_.span_id_hex());
   ticket_.LeaveQueue();
   if (!pipeline_->options_.test_kernel_gate.empty()) {
     // Tests only: hold the kernel while the gate file exists (see Options).
@@ -246,8 +249,10 @@ void Call::RunNow() {
   absl::Status status = CheckDrop(kernel_start);
   if (status.ok()) {
     status = kernel_(pipeline_->pool_, pipeline_->options_.min_parallel_bytes);
-    pipeline_->metrics_->RecordKernel(op_index_, absl::ToDoubleSeconds(kernel_start - queued_at_),
-                                      absl::ToDoubleSeconds(absl::Now() - kernel_start));
+    timing_.queue = kernel_start - queued_at_;
+    timing_.kernel = absl::Now() - kernel_start;
+    pipeline_->metrics_->RecordKernel(op_index_, absl::ToDoubleSeconds(*timing_.queue),
+                                      absl::ToDoubleSeconds(*timing_.kernel));
   }
   kernel_ = nullptr;  // may hold views of the request: done with them
   // `after` may finish the call, which may delete this Call: move it out first.
@@ -258,7 +263,9 @@ void Call::RunNow() {
 void Call::Finish(const absl::Status& status, int64_t bytes_in, int64_t bytes_out) {
   if (finished_) return;
   finished_ = true;
-  const double seconds = absl::ToDoubleSeconds(absl::Now() - start_);
+  const LogCallScope log_scope(trace_.trace_id_hex(), trace_.span_id_hex());
+  timing_.total = absl::Now() - start_;
+  const double seconds = absl::ToDoubleSeconds(timing_.total);
   const absl::Status rpc_status = CanonicalStatus(status);
   pipeline_->metrics_->RecordCall(method_, op_index_, rpc_status.code(), seconds, bytes_in,
                                   bytes_out);

@@ -186,6 +186,60 @@ TEST_F(ClientTest, ServerErrorsKeepCodeAndMessage) {
   EXPECT_THAT(bad_attr.status().message(), HasSubstr("sideways"));
 }
 
+// W3C trace context per call (issue 40): the caller's traceparent goes out,
+// the server's comes back with the same trace id, and so does its
+// server-timing; unary, streamed and async alike.
+TEST_F(ClientTest, TraceparentOutAndServerTraceBack) {
+  constexpr char kParent[] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  const ::testing::Matcher<std::string> kServerTraceparent =
+      ::testing::MatchesRegex("00-4bf92f3577b34da6a3ce929d0e0e4736-[0-9a-f]{16}-01");
+  const ::testing::Matcher<std::string> kTiming =
+      ::testing::MatchesRegex("queue;dur=[0-9.]+, kernel;dur=[0-9.]+, total;dur=[0-9.]+");
+  for (Transport transport : {Transport::kUnary, Transport::kStream}) {
+    SCOPED_TRACE(static_cast<int>(transport));
+    CallTrace trace;
+    CallOptions call;
+    call.transport = transport;
+    call.traceparent = kParent;
+    call.trace = &trace;
+    auto out = client_->Roll(Tensor(k4x3, {4, 3}), Tensor::Scalar<int64_t>(1),
+                             Tensor::Scalar<int64_t>(0), call);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(trace.traceparent, kParent);
+    EXPECT_THAT(trace.server_traceparent, kServerTraceparent);
+    EXPECT_NE(trace.server_traceparent.substr(36, 16), "00f067aa0ba902b7");
+    EXPECT_THAT(trace.server_timing, kTiming);
+  }
+  // No traceparent given: a new trace per call, which the server continues.
+  CallTrace first, second;
+  CallOptions call;
+  call.trace = &first;
+  ASSERT_TRUE(
+      client_
+          ->Roll(Tensor(k4x3, {4, 3}), Tensor::Scalar<int64_t>(1), Tensor::Scalar<int64_t>(0), call)
+          .ok());
+  call.trace = &second;
+  auto bad = client_->Roll(Tensor(k4x3, {4, 3}), Tensor::Scalar<int64_t>(1),
+                           Tensor::Scalar<int64_t>(7), call);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(first.traceparent, ::testing::MatchesRegex("00-[0-9a-f]{32}-[0-9a-f]{16}-01"));
+  EXPECT_NE(first.traceparent.substr(3, 32), second.traceparent.substr(3, 32));
+  EXPECT_EQ(first.server_traceparent.substr(3, 32), first.traceparent.substr(3, 32));
+  // A failed call still says where its trace went.
+  EXPECT_EQ(second.server_traceparent.substr(3, 32), second.traceparent.substr(3, 32));
+  EXPECT_THAT(second.server_timing, ::testing::MatchesRegex("total;dur=[0-9.]+"));
+  // Async: written before `done` runs.
+  CallTrace async_trace;
+  call.trace = &async_trace;
+  call.traceparent = kParent;
+  auto future = client_->ExecuteFuture(
+      "Roll", {}, {Tensor(k4x3, {4, 3}), Tensor::Scalar<int64_t>(1), Tensor::Scalar<int64_t>(0)},
+      call);
+  ASSERT_TRUE(future.get().ok());
+  EXPECT_THAT(async_trace.server_traceparent, kServerTraceparent);
+  EXPECT_THAT(async_trace.server_timing, kTiming);
+}
+
 TEST_F(ClientTest, InvalidTensorRejectedBeforeSending) {
   auto out = client_->Reverse(Tensor(k4x3, {5, 3}), Tensor(std::vector<int64_t>{0}));
   EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);

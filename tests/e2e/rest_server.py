@@ -17,11 +17,12 @@ class RestServer:
     """`binary` with --http_port=0 and `args`; grpc_port, http_port and scheme from its
     start lines."""
 
-    def __init__(self, binary, *args):
+    def __init__(self, binary, *args, stderr=None):
+        """`stderr`: where the server's stderr goes (a file object; None: the test's own)."""
         self.proc = subprocess.Popen(
             [binary, "--host=127.0.0.1", "--port=0", "--metrics_port=-1",
              "--http_host=127.0.0.1", "--http_port=0", *args],
-            stdout=subprocess.PIPE, text=True)
+            stdout=subprocess.PIPE, stderr=stderr, text=True)
         self.grpc_port = None
         self.http_port = None
         self.scheme = None
