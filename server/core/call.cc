@@ -249,6 +249,7 @@ void Call::RunNow() {
   absl::Status status = CheckDrop(kernel_start);
   if (status.ok()) {
     status = kernel_(pipeline_->pool_, pipeline_->options_.min_parallel_bytes);
+    kernel_start_ = kernel_start;
     timing_.queue = kernel_start - queued_at_;
     timing_.kernel = absl::Now() - kernel_start;
     pipeline_->metrics_->RecordKernel(op_index_, absl::ToDoubleSeconds(*timing_.queue),
@@ -258,6 +259,25 @@ void Call::RunNow() {
   // `after` may finish the call, which may delete this Call: move it out first.
   AfterFn after = std::move(after_);
   after(std::move(status));
+}
+
+void Call::ExportSpan(const absl::Status& status, int64_t bytes_in, int64_t bytes_out) {
+  SpanRecord span;
+  span.SetTrace(trace_);
+  span.method = method_;
+  span.op = op_text_;
+  span.start = start_;
+  span.end = start_ + timing_.total;
+  if (timing_.kernel.has_value()) {
+    span.queue_start = queued_at_;
+    span.kernel_start = kernel_start_;
+    span.kernel_end = kernel_start_ + *timing_.kernel;
+  }
+  span.code = status.code();
+  if (!status.ok()) span.message = std::string(status.message());
+  span.bytes_in = bytes_in;
+  span.bytes_out = bytes_out;
+  pipeline_->options_.spans->Export(std::move(span));
 }
 
 void Call::Finish(const absl::Status& status, int64_t bytes_in, int64_t bytes_out) {
@@ -278,6 +298,9 @@ void Call::Finish(const absl::Status& status, int64_t bytes_in, int64_t bytes_ou
         absl::StrCat("access method=", CallMethodName(method_), " op=", op_text_,
                      " code=", StatusCodeName(rpc_status.code()), " ", fields.in, "=", bytes_in,
                      " ", fields.out, "=", bytes_out, " us=", static_cast<int64_t>(seconds * 1e6)));
+  }
+  if (pipeline_->options_.spans != nullptr && trace_.sampled()) {
+    ExportSpan(rpc_status, bytes_in, bytes_out);
   }
   // The admission ticket is not given back here but when the Call is
   // destroyed (when gRPC is done with the RPC): until gRPC has handed the reply to the

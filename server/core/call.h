@@ -71,6 +71,7 @@
 #include "server/core/admission.h"
 #include "server/core/call_context.h"
 #include "server/core/metrics.h"
+#include "server/core/span_export.h"
 #include "server/core/trace.h"
 #include "wire/limits.h"
 
@@ -106,6 +107,9 @@ class CallPipeline {
     // Doors send each call's traceparent back and its Server-Timing
     // (--trace_headers). Trace ids in the logs do not depend on it.
     bool trace_headers = true;
+    // Not null (--otlp_endpoint): every sampled call's span goes there at
+    // Finish. Not owned; must outlive every call.
+    SpanExporter* spans = nullptr;
   };
 
   // None of the pointers is owned; all must outlive the pipeline and every call.
@@ -295,6 +299,8 @@ class Call {
   absl::Status CheckDrop(absl::Time now);
   // RunUnary's end: drops the prepared call, then Finish.
   void EndUnary(const absl::Status& status);
+  // Finish's span for Options::spans.
+  void ExportSpan(const absl::Status& status, int64_t bytes_in, int64_t bytes_out);
 
   CallPipeline* const pipeline_;
   const CallMethod method_;
@@ -307,6 +313,7 @@ class Call {
   // After ctx_: made from what the caller sent.
   const TraceContext trace_;
   ServerTiming timing_;
+  absl::Time kernel_start_;  // when timing_.kernel is set: for its span
   int op_index_;
   std::string op_text_ = "none";
   AdmissionTicket ticket_;

@@ -12,7 +12,13 @@ Trace Context, W3C Server Timing):
   is made, as when none is sent;
 - server-timing (gRPC trailing metadata, HTTP Server-Timing) lists queue,
   kernel and total with durations in ms;
-- --trace_headers=false sends neither.
+- --trace_headers=false sends neither;
+- --otlp_endpoint: a collector stand-in (a small HTTP server here, which
+  checks every body against OTLP/HTTP JSON's schema) receives the call's
+  span (the caller's trace id, the caller's span as parent, the server's
+  span id as sent back) with its queue and kernel stages as child spans,
+  for both doors; with the collector gone calls go on as fast and the
+  drops are counted in tensorops_spans_dropped_total.
 
 Usage: trace_python_test.py TENSOROPS_SERVER PROTO_DIR
 Exit status 0 when every check passed.
@@ -20,13 +26,16 @@ Exit status 0 when every check passed.
 import json
 import os
 import re
+import socket
 import sys
 import tempfile
 import time
 import unittest
+import urllib.request
 
 import grpc
 from grpc_tools import protoc
+from otlp_collector import Collector
 from rest_server import RestServer
 
 SERVER, PROTO_DIR = sys.argv[1], sys.argv[2]
@@ -189,6 +198,84 @@ class TraceHeadersOffTest(unittest.TestCase):
             self.assertIsNone(res.getheader("traceparent"))
             self.assertIsNone(res.getheader("Server-Timing"))
             conn.close()
+        finally:
+            self.assertEqual(server.stop(), 0)
+
+
+class OtlpExportTest(unittest.TestCase):
+    def check_call_span(self, collector, traceparent, method):
+        m = TRACEPARENT.match(traceparent)
+        span, children = collector.wait_for(m.group(2))
+        self.assertIsNotNone(span, f"no span {m.group(2)} at the collector")
+        self.assertEqual(collector.errors, [])
+        self.assertEqual(span["traceId"], TRACE_ID)
+        self.assertEqual(span["parentSpanId"], "00f067aa0ba902b7")
+        self.assertEqual(span["name"], method)
+        self.assertEqual(span["kind"], 2)
+        attrs = {a["key"]: a["value"] for a in span["attributes"]}
+        self.assertEqual(attrs["tensorops.op"], {"stringValue": "Roll"})
+        self.assertEqual(attrs["tensorops.code"], {"stringValue": "OK"})
+        self.assertEqual(sorted(c["name"] for c in children), ["kernel", "queue"])
+        for c in children:
+            self.assertEqual(c["traceId"], TRACE_ID)
+            self.assertGreaterEqual(int(c["startTimeUnixNano"]), int(span["startTimeUnixNano"]))
+            self.assertLessEqual(int(c["endTimeUnixNano"]), int(span["endTimeUnixNano"]))
+
+    def test_spans_reach_the_collector(self):
+        collector = Collector().start()
+        server = RestServer(SERVER, f"--otlp_endpoint=http://127.0.0.1:{collector.port}")
+        try:
+            with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
+                _, call = pb_grpc.TensorOpsStub(channel).Execute.with_call(
+                    roll_request(), metadata=[("traceparent", PARENT)], timeout=30)
+                self.check_call_span(collector, dict(call.initial_metadata())["traceparent"],
+                                     "Execute")
+            conn = server.conn()
+            conn.request("POST", "/v2/models/Roll/infer", json.dumps(ROLL_JSON),
+                         {"traceparent": PARENT})
+            res = conn.getresponse()
+            res.read()
+            self.assertEqual(res.status, 200)
+            self.check_call_span(collector, res.getheader("traceparent"), "REST")
+            conn.close()
+            # Not sampled by the caller: not exported.
+            with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
+                _, call = pb_grpc.TensorOpsStub(channel).Execute.with_call(
+                    roll_request(), metadata=[("traceparent", PARENT[:-2] + "00")], timeout=30)
+                quiet = TRACEPARENT.match(dict(call.initial_metadata())["traceparent"]).group(2)
+            time.sleep(1.5)  # the exporter's interval is 1 s
+            with collector.lock:
+                self.assertFalse(any(s["spanId"] == quiet for s in collector.spans))
+        finally:
+            self.assertEqual(server.stop(), 0)
+            collector.close()
+
+    def test_gone_collector_drops_and_counts(self):
+        with socket.socket() as s:  # a port nobody listens on
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        server = RestServer(SERVER, f"--otlp_endpoint=http://127.0.0.1:{port}",
+                            "--metrics_port=0", "--metrics_host=127.0.0.1")
+        try:
+            with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
+                stub = pb_grpc.TensorOpsStub(channel)
+                start = time.time()
+                for _ in range(50):
+                    stub.Execute(roll_request(), timeout=30)
+                # The calls never wait for the collector.
+                self.assertLess(time.time() - start, 10)
+            dropped = 0
+            for _ in range(100):
+                text = urllib.request.urlopen(
+                    f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=10).read().decode()
+                m = re.search(r'^tensorops_spans_dropped_total\{reason="export_failed"\} (\S+)$',
+                              text, re.M)
+                dropped = float(m.group(1)) if m else 0
+                if dropped >= 50:
+                    break
+                time.sleep(0.1)
+            self.assertEqual(dropped, 50)
+            self.assertIn("tensorops_spans_exported_total 0", text)
         finally:
             self.assertEqual(server.stop(), 0)
 
