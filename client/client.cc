@@ -8,12 +8,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <random>
 #include <thread>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/wire_codec.h"
+#include "google/rpc/error_details.pb.h"
 #include "grpc/health/v1/health.pb.h"
 #include "kernels/huge_pages.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
@@ -44,6 +47,23 @@ class TensorAccess {
 };
 
 namespace {
+
+// A new W3C traceparent: a random trace id and span id (never all zeros),
+// sampled. From a per-thread generator seeded by the OS: ids must be
+// unique, not secret.
+std::string NewTraceparent() {
+  thread_local std::mt19937_64 rng([] {
+    std::random_device device;
+    return (uint64_t{device()} << 32) ^ device();
+  }());
+  uint64_t words[3] = {0, 0, 0};
+  while (words[0] == 0 && words[1] == 0) {
+    words[0] = rng();
+    words[1] = rng();
+  }
+  while (words[2] == 0) words[2] = rng();
+  return absl::StrFormat("00-%016x%016x-%016x-01", words[0], words[1], words[2]);
+}
 
 // The public header spells the server's defaults as literals (it includes
 // no internal header): keep them equal to the one definition.
@@ -185,6 +205,35 @@ struct Client::Impl {
     const std::chrono::milliseconds d = call.deadline.value_or(options.default_deadline);
     if (d.count() > 0) ctx->set_deadline(std::chrono::system_clock::now() + d);
     if (!authorization.empty()) ctx->AddMetadata("authorization", authorization);
+  }
+
+  // The traceparent an Execute sends: the caller's, or a new trace's.
+  static std::string Traceparent(const CallOptions& call) {
+    return call.traceparent.empty() ? NewTraceparent() : call.traceparent;
+  }
+  // Sends `traceparent` (and the caller's tracestate) with the call.
+  static void AddTrace(const CallOptions& call, const std::string& traceparent,
+                       grpc::ClientContext* ctx) {
+    ctx->AddMetadata("traceparent", traceparent);
+    if (!call.tracestate.empty()) ctx->AddMetadata("tracestate", call.tracestate);
+  }
+  // Writes what the finished call's metadata says into call.trace, if set.
+  static void ReadTrace(const CallOptions& call, const std::string& traceparent,
+                        const grpc::ClientContext& ctx) {
+    if (call.trace == nullptr) return;
+    CallTrace& out = *call.trace;
+    out.traceparent = traceparent;
+    out.server_traceparent.clear();
+    out.server_timing.clear();
+    for (const auto& [key, value] : ctx.GetServerInitialMetadata()) {
+      if (key == "traceparent") out.server_traceparent.assign(value.data(), value.size());
+    }
+    // A failed call's traceparent comes in the trailers (it stays
+    // Trailers-Only, which gRPC's retries need).
+    for (const auto& [key, value] : ctx.GetServerTrailingMetadata()) {
+      if (key == "server-timing") out.server_timing.assign(value.data(), value.size());
+      if (key == "traceparent") out.server_traceparent.assign(value.data(), value.size());
+    }
   }
   std::string authorization;  // "Bearer <token>" or empty
 
@@ -340,6 +389,8 @@ ExecuteResult Client::Impl::ExecuteStream(absl::string_view op, const Attrs& att
 
   grpc::ClientContext ctx;
   SetDeadline(call, &ctx);
+  const std::string traceparent = Traceparent(call);
+  AddTrace(call, traceparent, &ctx);
   std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream(
       grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
           channel.get(), *stream_method, &ctx));
@@ -436,6 +487,7 @@ ExecuteResult Client::Impl::ExecuteStream(absl::string_view op, const Attrs& att
     return reply_error;
   }
   absl::Status st = FromGrpcStatus(stream->Finish());
+  ReadTrace(call, traceparent, ctx);
   if (!st.ok()) return st;
   if (!have_header) return MalformedStream("no output header");
   std::vector<Tensor> result;
@@ -542,12 +594,16 @@ ExecuteResult Client::Impl::Call(absl::string_view op, const Attrs& attrs,
   const auto deadline = d.count() > 0 ? std::chrono::system_clock::now() + d
                                       : std::chrono::system_clock::time_point::max();
   v1::ExecuteResponse response;
+  // One trace for every attempt.
+  const std::string traceparent = Traceparent(call);
   for (int attempt = 1;; ++attempt) {
     grpc::ClientContext ctx;
     SetDeadline(call, &ctx);
     if (d.count() > 0) ctx.set_deadline(deadline);
+    AddTrace(call, traceparent, &ctx);
     response.Clear();
     st = FromGrpcStatus(stub->Execute(&ctx, request, &response));
+    ReadTrace(call, traceparent, ctx);
     if (st.ok() || !ResendCutAnswer(st, attempt, request.ByteSizeLong(), deadline)) break;
   }
   if (!st.ok()) return st;
@@ -597,10 +653,15 @@ void Client::ExecuteAsync(absl::string_view op, const Attrs& attrs,
     v1::ExecuteRequest request;
     v1::ExecuteResponse response;
     ExecuteCallback done;
+    std::string traceparent;
+    CallOptions call;  // its trace settings (ReadTrace)
   };
   auto* c = new AsyncCall;
   c->impl = impl_;
   c->done = std::move(done);
+  c->traceparent = Impl::Traceparent(call);
+  c->call.tracestate = call.tracestate;
+  c->call.trace = call.trace;
   absl::Status st = impl_->BuildRequest(op, attrs, inputs, {}, &c->request);
   if (!st.ok()) {
     ExecuteCallback cb = std::move(c->done);
@@ -609,8 +670,10 @@ void Client::ExecuteAsync(absl::string_view op, const Attrs& attrs,
     return;
   }
   impl_->SetDeadline(call, &c->ctx);
+  Impl::AddTrace(call, c->traceparent, &c->ctx);
   impl_->stub->async()->Execute(&c->ctx, &c->request, &c->response, [c](grpc::Status status) {
     std::unique_ptr<AsyncCall> owned(c);
+    Impl::ReadTrace(owned->call, owned->traceparent, owned->ctx);
     // The call may hold the last reference to the channel (the Client was
     // destroyed while it ran). A channel must not be destroyed on the thread
     // running its own callback (gRPC then frees its callback queue twice), so
@@ -769,6 +832,34 @@ absl::StatusOr<ServingStatus> Client::Health(absl::string_view service,
     default:
       return ServingStatus::kUnknown;
   }
+}
+
+ErrorDetails GetErrorDetails(const absl::Status& status) {
+  ErrorDetails out;
+  status.ForEachPayload([&out](absl::string_view url, const absl::Cord& bytes) {
+    if (!absl::StartsWith(url, "type.googleapis.com/")) return;
+    out.type_urls.emplace_back(url);
+    const std::string value(bytes);
+    if (url == "type.googleapis.com/google.rpc.RetryInfo") {
+      google::rpc::RetryInfo info;
+      if (!info.ParseFromString(value)) return;
+      out.retry_delay = std::chrono::milliseconds(info.retry_delay().seconds() * 1000 +
+                                                  info.retry_delay().nanos() / 1000000);
+    } else if (url == "type.googleapis.com/google.rpc.ErrorInfo") {
+      google::rpc::ErrorInfo info;
+      if (!info.ParseFromString(value)) return;
+      out.reason = info.reason();
+      out.domain = info.domain();
+      out.metadata.insert(info.metadata().begin(), info.metadata().end());
+    } else if (url == "type.googleapis.com/google.rpc.BadRequest") {
+      google::rpc::BadRequest bad;
+      if (!bad.ParseFromString(value)) return;
+      for (const auto& v : bad.field_violations()) {
+        out.field_violations.push_back({v.field(), v.description()});
+      }
+    }
+  });
+  return out;
 }
 
 absl::string_view ServingStatusName(ServingStatus status) {

@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "server/core/logging.h"
 #include "server/fd_budget.h"
+#include "server/http/otlp_client.h"
 #include "server/http/tls_context.h"
 
 namespace tensorops {
@@ -193,6 +194,14 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
   s->metrics_->SetPoolThreads(threads);
   CallPipeline::Options pipeline_options;
   pipeline_options.access_log = options.access_log;
+  pipeline_options.trace_headers = options.trace_headers;
+  if (!options.otlp_endpoint.empty()) {
+    absl::StatusOr<OtlpTarget> target = ParseOtlpEndpoint(options.otlp_endpoint);
+    if (!target.ok()) return target.status();
+    s->spans_ = std::make_unique<SpanExporter>(SpanExporter::Options(),
+                                               OtlpHttpPost(*std::move(target)), metrics);
+    pipeline_options.spans = s->spans_.get();
+  }
   pipeline_options.min_parallel_bytes = options.min_parallel_bytes;
   pipeline_options.inline_max_bytes = options.inline_max_bytes;
   pipeline_options.limits = options.limits;

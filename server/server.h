@@ -72,6 +72,12 @@ struct ServerOptions {
   absl::Duration http_body_rate_window = HttpServer::Options().body_rate_window;
   absl::Duration drain_timeout = absl::Seconds(10);
   bool access_log = false;
+  // Send each call's traceparent back and its Server-Timing (gRPC initial
+  // and trailing metadata, HTTP response headers); --trace_headers.
+  bool trace_headers = true;
+  // An OTLP/HTTP collector ("http://HOST:4318"): every sampled call's span
+  // goes there in batches (server/core/span_export.h). Empty: none.
+  std::string otlp_endpoint;
   int64_t min_parallel_bytes = kDefaultMinParallelBytes;
   int64_t inline_max_bytes = kDefaultInlineMaxBytes;  // see CallPipeline::Options
   // --max_rank, --max_tensor_elements, --max_tensor_bytes, --max_request_bytes,
@@ -147,6 +153,8 @@ class TensorOpsServer {
   ServerOptions options_;
   OpRegistry registry_;
   std::unique_ptr<Metrics> metrics_;
+  // --otlp_endpoint's exporter, or null. Before the pipeline: outlives it.
+  std::unique_ptr<SpanExporter> spans_;
   std::unique_ptr<AdmissionController> admission_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<CallPipeline> pipeline_;

@@ -97,7 +97,18 @@ ABSL_FLAG(absl::Duration, drain_timeout, tensorops::ServerOptions().drain_timeou
           "On SIGTERM/SIGINT: how long admitted requests may take to finish before queued "
           "ones are dropped with UNAVAILABLE.");
 ABSL_FLAG(bool, access_log, tensorops::ServerOptions().access_log,
-          "Log one line per request (op, status, bytes, microseconds) to stderr.");
+          "Log one line per request (op, status, bytes, microseconds, trace and span id) to "
+          "stderr.");
+ABSL_FLAG(bool, trace_headers, tensorops::ServerOptions().trace_headers,
+          "Send each call's W3C traceparent back (gRPC initial metadata, HTTP header) and what "
+          "it spent where (gRPC trailing metadata server-timing, HTTP Server-Timing: queue, "
+          "kernel, total in ms). Trace ids in log lines do not depend on it.");
+ABSL_FLAG(std::string, otlp_endpoint, "",
+          "An OpenTelemetry collector's OTLP/HTTP address, http://HOST:4318 (its /v1/traces; a "
+          "URL with a path is used as is): every sampled call's span, with its queue and kernel "
+          "stages as child spans, is sent there as OTLP JSON in batches, off the call's path; "
+          "when the collector is slow or gone spans are dropped and counted "
+          "(tensorops_spans_dropped_total). Empty (the default): no export.");
 ABSL_FLAG(std::string, log_level, "info", "Least severe log line printed: error, warning, info.");
 ABSL_FLAG(int64_t, min_parallel_bytes, tensorops::kDefaultMinParallelBytes,
           "Output size from which one request is split across the kernel pool.");
@@ -315,6 +326,8 @@ void CallFlags(const tensorops::MemoryBudget& budget, tensorops::ServerOptions* 
   options->max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options->drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   options->access_log = absl::GetFlag(FLAGS_access_log);
+  options->trace_headers = absl::GetFlag(FLAGS_trace_headers);
+  options->otlp_endpoint = absl::GetFlag(FLAGS_otlp_endpoint);
   options->min_parallel_bytes = absl::GetFlag(FLAGS_min_parallel_bytes);
   options->inline_max_bytes = absl::GetFlag(FLAGS_inline_max_bytes);
   options->shared_memory_key_prefix = absl::GetFlag(FLAGS_shared_memory_key_prefix);

@@ -58,8 +58,9 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (code < 0 || code > static_cast<int>(grpc::StatusCode::UNAUTHENTICATED)) {
     return grpc::Status(grpc::StatusCode::UNKNOWN, std::string(status.message()));
   }
+  // INVALID_ARGUMENT gets its google.rpc.BadRequest here, at the edge.
   return grpc::Status(static_cast<grpc::StatusCode>(code), std::string(status.message()),
-                      EncodeStatusDetails(status));
+                      EncodeStatusDetails(WithDerivedBadRequest(status)));
 }
 
 grpc::Status ToGrpcStatus(const absl::Status& status, grpc::ServerContextBase* ctx) {

@@ -5,7 +5,16 @@
 // them where a refusal is decided (admission, drain); each door renders them
 // at its edge: gRPC as a serialized google.rpc.Status in
 // grpc-status-details-bin (wire/status.h), REST as a Retry-After header and
-// fields of its JSON error. The SDK decodes them back into payloads.
+// the "details" of its JSON error (StatusDetailsJson). The SDK decodes them
+// back into payloads.
+//
+// INVALID_ARGUMENT carries a google.rpc.BadRequest: one FieldViolation whose
+// field is the request path the message names and whose description is the
+// message itself (WithFieldViolation). The 140-odd checks that make such
+// errors already name the value in their message ("inputs[1].shape[0] = -1
+// is negative", "Roll: attribute 'mode' = ..."), so the path is read from
+// the message once, at the edge (WithDerivedBadRequest), rather than
+// threaded through every check: the same words, one place.
 //
 // Example:
 //   absl::Status s = absl::ResourceExhaustedError("in-flight byte budget exhausted ...");
@@ -21,6 +30,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -45,6 +55,42 @@ std::optional<absl::Duration> RetryDelay(const absl::Status& status);
 
 // The ErrorInfo's reason, if `status` carries one that parses.
 std::optional<std::string> ErrorReason(const absl::Status& status);
+
+// `status` with a google.rpc.BadRequest of one FieldViolation {field,
+// description}, each with non-ASCII bytes as '?' (proto3 strings must be
+// UTF-8; a message may quote what a client sent). OK stays OK.
+absl::Status WithFieldViolation(absl::Status status, absl::string_view field,
+                                absl::string_view description);
+
+// One google.rpc.BadRequest.FieldViolation as read back.
+struct FieldViolation {
+  std::string field;
+  std::string description;
+};
+// The BadRequest's violations, empty if `status` carries none that parses.
+std::vector<FieldViolation> FieldViolations(const absl::Status& status);
+
+// The request field an error message names, as a path ("inputs[1].shape[0]",
+// "attrs.mode", "then[2].attrs.axis", "parameters.timeout"); "" when it
+// names none. Reads, in order: a leading chain step "then[i] (Op): "; else a
+// leading "Op: " is skipped; then the first word that is a path with an
+// index or a dot ("inputs[0].shape", "request.parameters.x"), else the first
+// "attribute 'x'" (attrs.x), "parameter 'x'" (parameters.x), "input 'x'" or
+// "output 'x'" (inputs.x, outputs.x: the Open Inference Protocol names its
+// tensors). A step's own path keeps only its attribute (its inputs are
+// numbered in the op's order, not the step's).
+std::string FieldPathOf(absl::string_view message);
+
+// An INVALID_ARGUMENT without a BadRequest gets one: FieldPathOf(message)
+// and the message. Any other status is returned as it is.
+absl::Status WithDerivedBadRequest(absl::Status status);
+
+// The google.rpc details of `status` in proto3's JSON form, as Google's
+// HTTP APIs give google.rpc.Status.details: a JSON array of objects with an
+// "@type" ([{"@type": "type.googleapis.com/google.rpc.BadRequest",
+// "fieldViolations": [{"field": ..., "description": ...}]}]); "" when it
+// carries none.
+std::string StatusDetailsJson(const absl::Status& status);
 
 // A serialized google.rpc.Status of `status`'s code and message with each
 // google.rpc payload as a detail (an Any of the same type URL and bytes);

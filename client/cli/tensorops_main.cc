@@ -78,6 +78,11 @@ options:
   --tls_cert FILE     PEM client certificate for mutual TLS (with --tls_key)
   --tls_key FILE      PEM private key of --tls_cert
   --token_file FILE   send the bearer token in FILE (one line) with every call
+  --traceparent TP    run: continue this W3C trace (00-<trace id>-<span id>-<flags>);
+                      default: a new trace per call
+  --verbose           run: print to stderr the traceparent sent, the server's
+                      traceparent and server-timing, and a failed call's
+                      error details (google.rpc BadRequest, ErrorInfo, RetryInfo)
   --help              this text
 
 examples:
@@ -142,6 +147,8 @@ struct Args {
   Transport transport = Transport::kAuto;
   int64_t stream_threshold = int64_t{64} << 20;
   std::string progress = "auto";
+  std::string traceparent;
+  bool verbose = false;
   bool help = false;
 };
 
@@ -233,9 +240,14 @@ std::optional<Failure> ParseArgs(int argc, char** argv, Args* args) {
       args->help = true;
       return std::nullopt;
     }
+    if (a == "--verbose" || a == "-v") {
+      args->verbose = true;
+      continue;
+    }
     if (is("target") || is("deadline") || is("input") || is("dtype") || is("shape") || is("attr") ||
         is("output") || is("service") || is("tls_ca") || is("tls_cert") || is("tls_key") ||
-        is("token_file") || is("stream") || is("stream_threshold") || is("progress")) {
+        is("token_file") || is("stream") || is("stream_threshold") || is("progress") ||
+        is("traceparent")) {
       const std::string name =
           a.substr(2, a.find('=') == std::string::npos ? std::string::npos : a.find('=') - 2);
       value = take(name);
@@ -301,6 +313,8 @@ std::optional<Failure> ParseArgs(int argc, char** argv, Args* args) {
         args->tls_key = *value;
       } else if (name == "token_file") {
         args->token_file = *value;
+      } else if (name == "traceparent") {
+        args->traceparent = *value;
       } else if (name == "stream") {
         if (*value == "auto") {
           args->transport = Transport::kAuto;
@@ -368,6 +382,33 @@ std::string FormatShape(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
+// --verbose: the call's trace and, for a failure, its details, on stderr.
+void PrintTrace(const CallTrace& trace, const absl::Status& status) {
+  std::fprintf(stderr, "tensorops: traceparent %s\n", trace.traceparent.c_str());
+  if (!trace.server_traceparent.empty()) {
+    std::fprintf(stderr, "tensorops: server traceparent %s\n", trace.server_traceparent.c_str());
+  }
+  if (!trace.server_timing.empty()) {
+    std::fprintf(stderr, "tensorops: server-timing %s\n", trace.server_timing.c_str());
+  }
+  const ErrorDetails details = GetErrorDetails(status);
+  for (const ErrorDetails::FieldViolation& v : details.field_violations) {
+    std::fprintf(stderr, "tensorops: bad request: field '%s': %s\n", v.field.c_str(),
+                 v.description.c_str());
+  }
+  if (!details.reason.empty()) {
+    std::vector<std::string> facts;
+    for (const auto& [key, value] : details.metadata)
+      facts.push_back(absl::StrCat(key, "=", value));
+    std::fprintf(stderr, "tensorops: error info: %s (%s) %s\n", details.reason.c_str(),
+                 details.domain.c_str(), absl::StrJoin(facts, " ").c_str());
+  }
+  if (details.retry_delay.has_value()) {
+    std::fprintf(stderr, "tensorops: retry after %lld ms\n",
+                 static_cast<long long>(details.retry_delay->count()));
+  }
+}
+
 int Run(const Args& args, const Client& client, const CallOptions& call) {
   // The first op's first input is the chain's data; the rest of its inputs
   // and every later op's are steps' inputs (see Client::Chain).
@@ -398,8 +439,11 @@ int Run(const Args& args, const Client& client, const CallOptions& call) {
     bar.emplace(args.progress == "always");
     with_progress.progress = [&bar](const TransferProgress& p) { bar->Update(p); };
   }
+  CallTrace trace;
+  if (args.verbose) with_progress.trace = &trace;
   ExecuteResult result = chain.RunAll(with_progress);
   if (bar.has_value()) bar->Done();
+  if (args.verbose) PrintTrace(trace, result.status());
   if (!result.ok()) return Fail(FromStatus(result.status()));
   if (!args.output.empty()) {
     if (result->size() != 1) {
@@ -497,6 +541,7 @@ int Main(int argc, char** argv) {
   CallOptions call;
   call.deadline = args.deadline.value_or(std::chrono::seconds(60));
   call.transport = args.transport;
+  call.traceparent = args.traceparent;
   if (args.command == "run") return Run(args, **client, call);
   if (args.command == "list-ops") return ListOps(**client, call);
   return Health(args, **client, call);

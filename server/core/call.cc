@@ -110,10 +110,12 @@ Call::Call(CallPipeline* pipeline, CallMethod method, const CallContext* ctx, Fi
       ctx_(ctx),
       finish_rpc_(std::move(finish_rpc)),
       start_(absl::Now()),
+      trace_(TraceContext::Start(ctx->traceparent(), ctx->tracestate())),
       op_index_(pipeline->metrics_->unknown_op_index()) {}
 
 void Call::RunUnary(absl::string_view op, int64_t request_bytes, PrepareFn prepare,
                     ReplyBytesFn reply_bytes) {
+  const LogCallScope log_scope(trace_.trace_id_hex(), trace_.span_id_hex());
   request_bytes_ = request_bytes;
   reply_bytes_ = std::move(reply_bytes);
   SetOp(op, pipeline_->registry_->Find(op));
@@ -235,6 +237,7 @@ absl::Status Call::CheckDrop(absl::Time now) {
 }
 
 void Call::RunNow() {
+  const LogCallScope log_scope(trace_.trace_id_hex(), trace_.span_id_hex());
   ticket_.LeaveQueue();
   if (!pipeline_->options_.test_kernel_gate.empty()) {
     // Tests only: hold the kernel while the gate file exists (see Options).
@@ -247,8 +250,11 @@ void Call::RunNow() {
   absl::Status status = CheckDrop(kernel_start);
   if (status.ok()) {
     status = kernel_(pipeline_->pool_, pipeline_->options_.min_parallel_bytes);
-    pipeline_->metrics_->RecordKernel(op_index_, absl::ToDoubleSeconds(kernel_start - queued_at_),
-                                      absl::ToDoubleSeconds(absl::Now() - kernel_start));
+    kernel_start_ = kernel_start;
+    timing_.queue = kernel_start - queued_at_;
+    timing_.kernel = absl::Now() - kernel_start;
+    pipeline_->metrics_->RecordKernel(op_index_, absl::ToDoubleSeconds(*timing_.queue),
+                                      absl::ToDoubleSeconds(*timing_.kernel));
   }
   kernel_ = nullptr;  // may hold views of the request: done with them
   // `after` may finish the call, which may delete this Call: move it out first.
@@ -256,10 +262,31 @@ void Call::RunNow() {
   after(std::move(status));
 }
 
+void Call::ExportSpan(const absl::Status& status, int64_t bytes_in, int64_t bytes_out) {
+  SpanRecord span;
+  span.SetTrace(trace_);
+  span.method = method_;
+  span.op = op_text_;
+  span.start = start_;
+  span.end = start_ + timing_.total;
+  if (timing_.kernel.has_value()) {
+    span.queue_start = queued_at_;
+    span.kernel_start = kernel_start_;
+    span.kernel_end = kernel_start_ + *timing_.kernel;
+  }
+  span.code = status.code();
+  if (!status.ok()) span.message = std::string(status.message());
+  span.bytes_in = bytes_in;
+  span.bytes_out = bytes_out;
+  pipeline_->options_.spans->Export(std::move(span));
+}
+
 void Call::Finish(const absl::Status& status, int64_t bytes_in, int64_t bytes_out) {
   if (finished_) return;
   finished_ = true;
-  const double seconds = absl::ToDoubleSeconds(absl::Now() - start_);
+  const LogCallScope log_scope(trace_.trace_id_hex(), trace_.span_id_hex());
+  timing_.total = absl::Now() - start_;
+  const double seconds = absl::ToDoubleSeconds(timing_.total);
   const absl::Status rpc_status = CanonicalStatus(status);
   pipeline_->metrics_->RecordCall(method_, op_index_, rpc_status.code(), seconds, bytes_in,
                                   bytes_out);
@@ -272,6 +299,9 @@ void Call::Finish(const absl::Status& status, int64_t bytes_in, int64_t bytes_ou
         absl::StrCat("access method=", CallMethodName(method_), " op=", op_text_,
                      " code=", StatusCodeName(rpc_status.code()), " ", fields.in, "=", bytes_in,
                      " ", fields.out, "=", bytes_out, " us=", static_cast<int64_t>(seconds * 1e6)));
+  }
+  if (pipeline_->options_.spans != nullptr && trace_.sampled()) {
+    ExportSpan(rpc_status, bytes_in, bytes_out);
   }
   // The admission ticket is not given back here but when the Call is
   // destroyed (when gRPC is done with the RPC): until gRPC has handed the reply to the

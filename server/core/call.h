@@ -71,6 +71,8 @@
 #include "server/core/admission.h"
 #include "server/core/call_context.h"
 #include "server/core/metrics.h"
+#include "server/core/span_export.h"
+#include "server/core/trace.h"
 #include "wire/limits.h"
 
 namespace tensorops {
@@ -103,6 +105,12 @@ class CallPipeline {
     // kernel task waits, after leaving the queue and before its drop check,
     // so a test holds the pool deterministically. Empty (the default): off.
     std::string test_kernel_gate;
+    // Doors send each call's traceparent back and its Server-Timing
+    // (--trace_headers). Trace ids in the logs do not depend on it.
+    bool trace_headers = true;
+    // Not null (--otlp_endpoint): every sampled call's span goes there at
+    // Finish. Not owned; must outlive every call.
+    SpanExporter* spans = nullptr;
   };
 
   // None of the pointers is owned; all must outlive the pipeline and every call.
@@ -264,6 +272,16 @@ class Call {
   // destroyed, which its owner does when gRPC is done with the RPC.
   void Finish(const absl::Status& status, int64_t bytes_in, int64_t bytes_out);
 
+  // The call's W3C trace context (server/core/trace.h), from what its
+  // caller sent, made when the Call is.
+  const TraceContext& trace() const { return trace_; }
+  // Whether the door sends the traceparent and Server-Timing back
+  // (Options::trace_headers).
+  bool trace_headers() const { return pipeline_->options_.trace_headers; }
+  // The stages the call went through so far; `total` is set by Finish
+  // (read it from the FinishRpc, for the reply's Server-Timing).
+  const ServerTiming& server_timing() const { return timing_; }
+
   // A chain's kernel ran: counts its steps' ops (tensorops_chain_steps_total).
   void RecordChainSteps(absl::Span<const OpDef* const> steps) {
     pipeline_->metrics_->RecordChainSteps(steps);
@@ -282,6 +300,8 @@ class Call {
   absl::Status CheckDrop(absl::Time now);
   // RunUnary's end: drops the prepared call, then Finish.
   void EndUnary(const absl::Status& status);
+  // Finish's span for Options::spans.
+  void ExportSpan(const absl::Status& status, int64_t bytes_in, int64_t bytes_out);
 
   CallPipeline* const pipeline_;
   const CallMethod method_;
@@ -291,6 +311,10 @@ class Call {
   absl::Duration timeout_ = absl::InfiniteDuration();
   FinishRpc finish_rpc_;
   const absl::Time start_;
+  // After ctx_: made from what the caller sent.
+  const TraceContext trace_;
+  ServerTiming timing_;
+  absl::Time kernel_start_;  // when timing_.kernel is set: for its span
   int op_index_;
   std::string op_text_ = "none";
   AdmissionTicket ticket_;

@@ -2,8 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -13,6 +15,9 @@ namespace tensorops {
 namespace {
 
 std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
+
+// The call this thread works for (LogCallScope); empty: none.
+thread_local LogCallScope::Ids t_ids;
 
 }  // namespace
 
@@ -31,13 +36,28 @@ bool LogEnabled(LogLevel level) { return static_cast<int>(level) <= g_level.load
 void Log(LogLevel level, absl::string_view message) {
   if (!LogEnabled(level)) return;
   static constexpr char kLetters[] = {'E', 'W', 'I'};
-  const std::string line = absl::StrCat(
+  std::string line = absl::StrCat(
       absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()), " ",
-      std::string(1, kLetters[static_cast<int>(level)]), " tensorops-server: ", message, "\n");
+      std::string(1, kLetters[static_cast<int>(level)]), " tensorops-server: ", message);
+  if (t_ids.trace_size > 0) {
+    absl::StrAppend(&line, " trace_id=", absl::string_view(t_ids.trace_id, t_ids.trace_size),
+                    " span_id=", absl::string_view(t_ids.span_id, t_ids.span_size));
+  }
+  line.push_back('\n');
   // One write per line so lines from different threads never interleave.
   ssize_t ignored = write(STDERR_FILENO, line.data(), line.size());
   (void)ignored;
 }
+
+LogCallScope::LogCallScope(absl::string_view trace_id, absl::string_view span_id)
+    : previous_(t_ids) {
+  t_ids.trace_size = static_cast<uint8_t>(std::min(trace_id.size(), sizeof(t_ids.trace_id)));
+  t_ids.span_size = static_cast<uint8_t>(std::min(span_id.size(), sizeof(t_ids.span_id)));
+  std::memcpy(t_ids.trace_id, trace_id.data(), t_ids.trace_size);
+  std::memcpy(t_ids.span_id, span_id.data(), t_ids.span_size);
+}
+
+LogCallScope::~LogCallScope() { t_ids = previous_; }
 
 const char* StatusCodeName(absl::StatusCode code) {
   static const char* const kNames[] = {"OK",

@@ -87,6 +87,11 @@ static_assert(static_cast<int>(Metrics::HttpClose::kIdleTimeout) == 3);
 static_assert(static_cast<int>(Metrics::HttpClose::kBodyRate) == 4);
 static_assert(static_cast<int>(Metrics::HttpClose::kNoDescriptors) == 5);
 
+constexpr int kNumSpanDrops = 2;
+constexpr std::array<const char*, kNumSpanDrops> kSpanDropNames = {"queue_full", "export_failed"};
+static_assert(static_cast<int>(Metrics::SpanDrop::kQueueFull) == 0);
+static_assert(static_cast<int>(Metrics::SpanDrop::kExportFailed) == 1);
+
 constexpr char kUnknownOp[] = "unknown";
 constexpr char kNoOp[] = "none";
 constexpr char kListOps[] = "ListOps";
@@ -168,6 +173,8 @@ struct Metrics::Impl {
   std::vector<std::array<prometheus::Counter*, kNumDropReasons>> dropped;
   std::array<prometheus::Counter*, kNumLimits> rejected{};
   prometheus::Counter* retried_calls = nullptr;
+  prometheus::Counter* spans_exported = nullptr;
+  std::array<prometheus::Counter*, kNumSpanDrops> spans_dropped{};
   // [op_index], known ops only: ops run as chain steps after the first.
   std::vector<prometheus::Counter*> chain_steps;
   prometheus::Gauge* inflight_requests = nullptr;
@@ -314,6 +321,24 @@ Metrics::Metrics(const std::vector<std::string>& ops)
                              "they land.")
                          .Register(*registry_)
                          .Add({});
+
+  m.spans_exported = &prometheus::BuildCounter()
+                          .Name("tensorops_spans_exported_total")
+                          .Help(
+                              "Call spans the OTLP collector (--otlp_endpoint) took; 0 "
+                              "without one.")
+                          .Register(*registry_)
+                          .Add({});
+  auto& spans_dropped = prometheus::BuildCounter()
+                            .Name("tensorops_spans_dropped_total")
+                            .Help(
+                                "Call spans not exported to --otlp_endpoint, by reason: "
+                                "queue_full (the collector slower than the calls), "
+                                "export_failed (a POST failed or timed out).")
+                            .Register(*registry_);
+  for (int r = 0; r < kNumSpanDrops; ++r) {
+    m.spans_dropped[r] = &spans_dropped.Add({{"reason", kSpanDropNames[r]}});
+  }
 
   auto& chain_steps = prometheus::BuildCounter()
                           .Name("tensorops_chain_steps_total")
@@ -496,6 +521,16 @@ void Metrics::RecordRejected(Limit limit) {
 }
 
 void Metrics::RecordRetriedCall() { impl_->retried_calls->Increment(); }
+
+void Metrics::RecordSpansExported(int64_t spans) {
+  impl_->spans_exported->Increment(static_cast<double>(spans));
+}
+
+void Metrics::RecordSpansDropped(SpanDrop reason, int64_t spans) {
+  const int r = static_cast<int>(reason);
+  if (r < 0 || r >= kNumSpanDrops) return;
+  impl_->spans_dropped[r]->Increment(static_cast<double>(spans));
+}
 
 void Metrics::RecordChainSteps(absl::Span<const OpDef* const> steps) {
   for (const OpDef* def : steps) {

@@ -81,6 +81,13 @@ class Metrics {
   // A call that arrived as a retry of an earlier attempt (gRPC's
   // grpc-previous-rpc-attempts metadata): clients' retries, where they land.
   void RecordRetriedCall();
+  // Spans of --otlp_endpoint's exporter (server/core/span_export.h): taken
+  // by the collector, or dropped because the exporter's queue was full
+  // (kQueueFull: the collector slower than the calls) or a POST failed or
+  // timed out (kExportFailed: the collector gone or refusing).
+  enum class SpanDrop { kQueueFull, kExportFailed };
+  void RecordSpansExported(int64_t spans);
+  void RecordSpansDropped(SpanDrop reason, int64_t spans);
   // The ops a chain ran after its first (each counted once per step).
   void RecordChainSteps(absl::Span<const OpDef* const> steps);
 

@@ -45,6 +45,8 @@ class ExecuteStreamReactor final : public StreamReactor {
         call_context_(ctx),
         call_(pipeline, CallMethod::kExecuteStream, &call_context_,
               [this](const absl::Status& status) {
+                if (!answered_) AddTraceparent(call_, ctx_, /*answered=*/false);
+                AddServerTiming(call_, ctx_);
                 StreamReactor::Finish(ToGrpcStatus(status, ctx_));
               }) {
     if (absl::Status s = call_.Open(); !s.ok()) {
@@ -180,6 +182,9 @@ class ExecuteStreamReactor final : public StreamReactor {
             End(absl::InternalError("could not serialise the output header"));
             return;
           }
+          // The initial metadata leaves with this first write.
+          AddTraceparent(call_, ctx_, /*answered=*/true);
+          answered_ = true;
           StartWrite(&response_);
         });
   }
@@ -202,6 +207,7 @@ class ExecuteStreamReactor final : public StreamReactor {
   ChunkInPlace chunk_;
   std::unique_ptr<StreamedExecution> exec_;
   int64_t sent_bytes_ = 0;
+  bool answered_ = false;  // the output header is on its way (traceparent sent)
 };
 
 }  // namespace

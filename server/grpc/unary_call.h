@@ -83,9 +83,13 @@ class UnaryCallAllocator final : public grpc::MessageAllocator<Request, Response
       return reactor;
     }
     const CallContext* call_context = &holder->call_context_.emplace(ctx);
-    Call& call = holder->call_.emplace(
-        pipeline, method, call_context,
-        [reactor, ctx](const absl::Status& s) { reactor->Finish(ToGrpcStatus(s, ctx)); });
+    Call& call = holder->call_.emplace(pipeline, method, call_context,
+                                       [reactor, ctx, holder](const absl::Status& s) {
+                                         // Initial metadata leaves with a unary Finish.
+                                         AddTraceparent(*holder->call_, ctx, s.ok());
+                                         AddServerTiming(*holder->call_, ctx);
+                                         reactor->Finish(ToGrpcStatus(s, ctx));
+                                       });
     // The holder, and the Call in it, outlive the handler: gRPC releases it
     // only after the handler has returned and the RPC is complete.
     call.RunUnary(op, request_bytes, prepare, std::move(reply_bytes));

@@ -331,7 +331,7 @@ void AddRetryAfter(std::optional<absl::Duration> delay, HttpResponse* r) {
 }
 
 HttpResponse ErrorResponse(const absl::Status& status) {
-  HttpResponse r = JsonResponse(HttpStatusOf(status), ErrorJson(status.message()));
+  HttpResponse r = JsonResponse(HttpStatusOf(status), ErrorJson(status));
   AddRetryAfter(RetryDelay(status), &r);
   return r;
 }
@@ -386,17 +386,30 @@ bool IsInferPath(const std::vector<std::string>& parts) {
 // request's `timeout` parameter) and never cancelled.
 class HttpCallContext final : public CallContext {
  public:
-  explicit HttpCallContext(std::optional<std::string> authorization)
-      : authorization_(std::move(authorization)) {}
+  // `header` (the request's, for its trace context; null: none) must
+  // outlive this.
+  explicit HttpCallContext(std::optional<std::string> authorization,
+                           const http::request_header<>* header = nullptr)
+      : authorization_(std::move(authorization)), header_(header) {}
   std::optional<absl::string_view> authorization() const override {
     if (!authorization_.has_value()) return std::nullopt;
     return absl::string_view(*authorization_);
   }
   absl::Time deadline() const override { return absl::InfiniteFuture(); }
   bool cancelled() const override { return false; }
+  std::optional<absl::string_view> traceparent() const override { return Find("traceparent"); }
+  std::optional<absl::string_view> tracestate() const override { return Find("tracestate"); }
 
  private:
+  std::optional<absl::string_view> Find(beast::string_view name) const {
+    if (header_ == nullptr) return std::nullopt;
+    auto it = header_->find(name);
+    if (it == header_->end()) return std::nullopt;
+    return absl::string_view(it->value().data(), it->value().size());
+  }
+
   const std::optional<std::string> authorization_;
+  const http::request_header<>* const header_;
 };
 
 // The bearer token, then the drain gate, for an answer outside a Call.
@@ -1233,7 +1246,7 @@ class InferCall {
       delete this;
       return;
     }
-    call_context_.emplace(req_.Header("Authorization"));
+    call_context_.emplace(req_.Header("Authorization"), &req_.header);
     call_ = std::make_unique<Call>(server_->pipeline, CallMethod::kRest, &*call_context_,
                                    [this](const absl::Status& s) {
                                      status_ = s;
@@ -1285,13 +1298,23 @@ class InferCall {
     std::unique_ptr<PreparedInfer> prepared_;
   };
 
+  // The call's own traceparent and its stages (Server-Timing), when the
+  // pipeline sends them (--trace_headers).
+  void AddTraceHeaders(HttpResponse* r) const {
+    if (!call_->trace_headers()) return;
+    r->headers.emplace_back("traceparent", std::string(call_->trace().traceparent()));
+    r->headers.emplace_back("Server-Timing", RenderServerTiming(call_->server_timing()));
+  }
+
   // Shared-memory regions belong to the caller's Authorization value when
   // tokens are on (as on gRPC, so both doors see the same regions).
   std::string Owner() const { return server_->oip->ShmOwner(req_.Header("Authorization")); }
 
   void Answer() {
     if (!status_.ok()) {
-      reply_(ErrorResponse(status_));
+      HttpResponse r = ErrorResponse(status_);
+      AddTraceHeaders(&r);
+      reply_(std::move(r));
     } else {
       HttpResponse r;
       if (binary_.empty()) {
@@ -1300,6 +1323,7 @@ class InferCall {
         r.headers.emplace_back("Content-Type", "application/octet-stream");
         r.headers.emplace_back("Inference-Header-Content-Length", absl::StrCat(json_.size()));
       }
+      AddTraceHeaders(&r);
       r.body.infer_json = std::move(json_);
       r.body.binary = std::move(binary_);
       // The request's bytes go with this InferCall; the answer's stay

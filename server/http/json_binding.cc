@@ -20,6 +20,7 @@
 #include "rapidjson/writer.h"
 #include "server/oip/oip_codec.h"
 #include "wire/dtypes.h"
+#include "wire/status_details.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "json_binding.cc assumes a little-endian host (binary blocks are used in place)"
@@ -1195,6 +1196,15 @@ std::string ErrorJson(absl::string_view message) {
   w.String(text.data(), text.size());
   w.EndObject();
   return std::string(buffer.GetString(), buffer.GetSize());
+}
+
+std::string ErrorJson(const absl::Status& status) {
+  std::string json = ErrorJson(status.message());
+  const std::string details = StatusDetailsJson(WithDerivedBadRequest(status));
+  if (details.empty()) return json;
+  json.pop_back();  // the closing '}'
+  absl::StrAppend(&json, ",\"details\":", details, "}");
+  return json;
 }
 
 }  // namespace tensorops

@@ -111,6 +111,10 @@ class JsonInferResponse final : public InferResponseWriter {
 int HttpStatusOf(const absl::Status& status);
 // {"error": "<message>"}.
 std::string ErrorJson(absl::string_view message);
+// {"error": "<message>", "details": [...]}: the status's google.rpc details
+// in proto3 JSON (wire/status_details.h StatusDetailsJson), an
+// INVALID_ARGUMENT's BadRequest derived first; no "details" when none.
+std::string ErrorJson(const absl::Status& status);
 
 }  // namespace tensorops
 

@@ -120,6 +120,34 @@ TEST_F(CliTest, RunPrintsNestedArrays) {
   EXPECT_EQ(r.out, "BOOL [2]\n[false, true]\n") << r.err;
 }
 
+// --verbose: the trace sent and the server's, its server-timing, and a
+// failure's google.rpc details, on stderr (issue 40); stdout unchanged.
+TEST_F(CliTest, VerbosePrintsTraceAndDetails) {
+  Result r = Shell(
+      "tensorops run Roll --verbose --traceparent "
+      "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01 --input '[[1,2],[3,4]]' "
+      "--input '[1]' --input '[0]'");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "INT64 [2, 2]\n[[3, 4],\n [1, 2]]\n");
+  EXPECT_THAT(r.err, HasSubstr("tensorops: traceparent "
+                               "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\n"));
+  EXPECT_THAT(r.err,
+              ::testing::ContainsRegex("tensorops: server traceparent "
+                                       "00-4bf92f3577b34da6a3ce929d0e0e4736-[0-9a-f]{16}-01\n"));
+  EXPECT_THAT(r.err, ::testing::ContainsRegex(
+                         "tensorops: server-timing queue;dur=[0-9.]+, kernel;dur=[0-9.]+, "
+                         "total;dur=[0-9.]+\n"));
+  // A new trace per call without --traceparent; a bad request's field.
+  r = Shell("tensorops run Roll -v --input '[[1,2],[3,4]]' --input '[1]' --input '[5]'");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err,
+              ::testing::ContainsRegex("tensorops: traceparent 00-[0-9a-f]{32}-[0-9a-f]{16}-01"));
+  EXPECT_THAT(r.err, HasSubstr("tensorops: bad request: field 'axes[0]': Roll: axes[0] = 5"));
+  // Without --verbose: nothing but the error line.
+  r = Shell("tensorops run Roll --input '[[1,2],[3,4]]' --input '[1]' --input '[5]'");
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("traceparent")));
+}
+
 // Streamed runs: the same output either way; a progress bar only when asked
 // for (--progress always) or on a terminal (never here: stderr is a file).
 TEST_F(CliTest, StreamedRunAndProgress) {

@@ -170,6 +170,13 @@ TEST_F(ClientTest, ServerErrorsKeepCodeAndMessage) {
       client_->Roll(Tensor(k4x3, {4, 3}), Tensor::Scalar<int64_t>(1), Tensor::Scalar<int64_t>(2));
   EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(out.status().message(), "Roll: axes[0] = 2 is out of range [-2, 1] for data of rank 2");
+  // Its google.rpc.BadRequest: the field the message names, in its words.
+  const ErrorDetails details = GetErrorDetails(out.status());
+  ASSERT_EQ(details.field_violations.size(), 1u);
+  EXPECT_EQ(details.field_violations[0].field, "axes[0]");
+  EXPECT_EQ(details.field_violations[0].description, out.status().message());
+  EXPECT_THAT(details.type_urls, ElementsAre("type.googleapis.com/google.rpc.BadRequest"));
+  EXPECT_FALSE(details.retry_delay.has_value());
   auto unknown = client_->Execute("Frobnicate", {}, {Tensor(k4x3, {4, 3})});
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(unknown.status().message(), HasSubstr("Frobnicate"));
@@ -177,6 +184,60 @@ TEST_F(ClientTest, ServerErrorsKeepCodeAndMessage) {
                                    {Tensor(k4x3, {4, 3}), Tensor(std::vector<int64_t>{0})});
   EXPECT_EQ(bad_attr.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(bad_attr.status().message(), HasSubstr("sideways"));
+}
+
+// W3C trace context per call (issue 40): the caller's traceparent goes out,
+// the server's comes back with the same trace id, and so does its
+// server-timing; unary, streamed and async alike.
+TEST_F(ClientTest, TraceparentOutAndServerTraceBack) {
+  constexpr char kParent[] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  const ::testing::Matcher<std::string> kServerTraceparent =
+      ::testing::MatchesRegex("00-4bf92f3577b34da6a3ce929d0e0e4736-[0-9a-f]{16}-01");
+  const ::testing::Matcher<std::string> kTiming =
+      ::testing::MatchesRegex("queue;dur=[0-9.]+, kernel;dur=[0-9.]+, total;dur=[0-9.]+");
+  for (Transport transport : {Transport::kUnary, Transport::kStream}) {
+    SCOPED_TRACE(static_cast<int>(transport));
+    CallTrace trace;
+    CallOptions call;
+    call.transport = transport;
+    call.traceparent = kParent;
+    call.trace = &trace;
+    auto out = client_->Roll(Tensor(k4x3, {4, 3}), Tensor::Scalar<int64_t>(1),
+                             Tensor::Scalar<int64_t>(0), call);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(trace.traceparent, kParent);
+    EXPECT_THAT(trace.server_traceparent, kServerTraceparent);
+    EXPECT_NE(trace.server_traceparent.substr(36, 16), "00f067aa0ba902b7");
+    EXPECT_THAT(trace.server_timing, kTiming);
+  }
+  // No traceparent given: a new trace per call, which the server continues.
+  CallTrace first, second;
+  CallOptions call;
+  call.trace = &first;
+  ASSERT_TRUE(
+      client_
+          ->Roll(Tensor(k4x3, {4, 3}), Tensor::Scalar<int64_t>(1), Tensor::Scalar<int64_t>(0), call)
+          .ok());
+  call.trace = &second;
+  auto bad = client_->Roll(Tensor(k4x3, {4, 3}), Tensor::Scalar<int64_t>(1),
+                           Tensor::Scalar<int64_t>(7), call);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(first.traceparent, ::testing::MatchesRegex("00-[0-9a-f]{32}-[0-9a-f]{16}-01"));
+  EXPECT_NE(first.traceparent.substr(3, 32), second.traceparent.substr(3, 32));
+  EXPECT_EQ(first.server_traceparent.substr(3, 32), first.traceparent.substr(3, 32));
+  // A failed call still says where its trace went.
+  EXPECT_EQ(second.server_traceparent.substr(3, 32), second.traceparent.substr(3, 32));
+  EXPECT_THAT(second.server_timing, ::testing::MatchesRegex("total;dur=[0-9.]+"));
+  // Async: written before `done` runs.
+  CallTrace async_trace;
+  call.trace = &async_trace;
+  call.traceparent = kParent;
+  auto future = client_->ExecuteFuture(
+      "Roll", {}, {Tensor(k4x3, {4, 3}), Tensor::Scalar<int64_t>(1), Tensor::Scalar<int64_t>(0)},
+      call);
+  ASSERT_TRUE(future.get().ok());
+  EXPECT_THAT(async_trace.server_traceparent, kServerTraceparent);
+  EXPECT_THAT(async_trace.server_timing, kTiming);
 }
 
 TEST_F(ClientTest, InvalidTensorRejectedBeforeSending) {
@@ -412,6 +473,12 @@ TEST_F(RefusalRetryTest, RequestOverALimitIsNotRetried) {
   auto out = (*client)->Roll(Tensor(std::vector<int32_t>(1 << 16, 7), {256, 256}),
                              Tensor::Scalar<int64_t>(1), Tensor::Scalar<int64_t>(0));
   ASSERT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted) << out.status();
+  // Its google.rpc.ErrorInfo, as the SDK exposes it; no RetryInfo (no wait helps).
+  const ErrorDetails details = GetErrorDetails(out.status());
+  EXPECT_EQ(details.reason, "REQUEST_OVER_INFLIGHT_BUDGET");
+  EXPECT_EQ(details.domain, "tensorops");
+  EXPECT_EQ(details.metadata.count("flag"), 1u);
+  EXPECT_FALSE(details.retry_delay.has_value());
   auto body = testing::HttpGet(small.metrics_port(), "/metrics");
   ASSERT_TRUE(body.ok());
   auto rejected = testing::FindSample(*body, "tensorops_rejected_requests_total",

@@ -28,6 +28,13 @@
 #      90 by default): small and 1-16 MiB Execute, streams, ModelInfer, REST,
 #      cancels and expiring deadlines from a stock client: no unexpected
 #      code, no wrong answer; the replicas' RSS printed;
+#  8b. a traced call (issue 40): tensorops-1 recreated with --access_log and
+#      --otlp_endpoint pointing at a collector stand-in on the host
+#      (tests/e2e/otlp_collector.py, on the network's gateway address);
+#      calls with a traceparent through HAProxy: the balancer-facing reply
+#      carries the same trace id, and for a call tensorops-1 served, its
+#      access log line and the exported span (with queue and kernel child
+#      spans, schema checked) have that trace id and the reply's span id;
 #   9. `docker-compose down -v` leaves no container, volume or network.
 # Uses only 127.0.0.1 (free ports) and the project's own container network;
 # removes what an earlier, interrupted run left behind before it starts, and
@@ -390,6 +397,57 @@ for i in 1 2 3; do SOAK_PIDS+=(--pid "tensorops-$i=$(podman inspect --format '{{
   || { tail -n 40 "$W/stack-soak.out"; fail "the soak through HAProxy saw an unexpected code or a wrong answer"; }
 sed -n '/calls in/,$p' "$W/stack-soak.out" | sed 's/^/  /'
 phase "soak through HAProxy"
+
+# --- 8b. a traced call through the stack (issue 40) ------------------------------
+GATEWAY=$TENSOROPS_SUBNET_PREFIX.1
+COLLECTOR_PORT=$(free_port)
+/usr/bin/python3 "$ROOT/tests/e2e/otlp_collector.py" "$GATEWAY" "$COLLECTOR_PORT" >"$W/collector.out" 2>&1 &
+PIDS+=($!)
+cat >"$W/trace.override.yml" <<YML
+services:
+  tensorops-1:
+    command: ["--host=0.0.0.0", "--port=50051", "--metrics_host=0.0.0.0", "--metrics_port=9464",
+              "--http_host=0.0.0.0", "--http_port=8000", "--access_log",
+              "--otlp_endpoint=http://$GATEWAY:$COLLECTOR_PORT"]
+YML
+ip1=$(ip_of tensorops-1)
+docker-compose -f "$COMPOSE_FILE" -f "$W/trace.override.yml" up -d --no-deps --no-build tensorops-1 \
+  >>"$W/compose.log" 2>&1 || fail "docker-compose up tensorops-1 with --access_log --otlp_endpoint"
+unset 'CIDS[tensorops-1]'   # a new container
+wait_for 60 "tensorops-1 (traced) healthy" is_healthy tensorops-1
+[ "$(ip_of tensorops-1)" = "$ip1" ] || fail "tensorops-1 came back on $(ip_of tensorops-1), not $ip1"
+serving1() { [ "$(roll_ok 1)" -gt 0 ]; }
+wait_for 90 "tensorops-1 (traced) to serve calls through HAProxy" serving1
+# Calls with a traceparent of our own through HAProxy until one lands on
+# tensorops-1 (round robin: within a few).
+found=""
+for n in $(seq 1 12); do
+  trace=$(printf '%032x' $((0x7e57ab1e0000 + n)))
+  parent="00-$trace-00f067aa0ba902b7-01"
+  out=$("$CLI" --target "$LB" run Roll --verbose --traceparent "$parent" --input '[1,2,3]' \
+        --input 1 --input 0 2>&1) || fail "traced Roll through HAProxy: $out"
+  server_tp=$(sed -n 's/^tensorops: server traceparent //p' <<<"$out")
+  [[ "$server_tp" =~ ^00-$trace-([0-9a-f]{16})-01$ ]] \
+    || fail "the reply through HAProxy carried traceparent '$server_tp', not trace $trace: $out"
+  span=${BASH_REMATCH[1]}
+  if podman logs "$(cid tensorops-1)" 2>&1 | grep -q "access method=Execute op=Roll code=OK .* trace_id=$trace span_id=$span"; then
+    found="$trace $span"
+    break
+  fi
+done
+[ -n "$found" ] || fail "none of 12 traced calls through HAProxy shows in tensorops-1's access log"
+read -r trace span <<<"$found"
+log "traced call $trace: reply traceparent span $span through HAProxy; tensorops-1's access log: $(podman logs "$(cid tensorops-1)" 2>&1 | grep "span_id=$span" | head -n 1)"
+exported() {
+  grep -q "\"spanId\": \"$span\"" "$W/collector.out" \
+    && [ "$(grep -c "\"parentSpanId\": \"$span\"" "$W/collector.out")" -ge 2 ]
+}
+wait_for 30 "tensorops-1's span $span (and its stages) at the collector stand-in" exported
+! grep -q '^SCHEMA ERROR' "$W/collector.out" || fail "a body broke OTLP's schema: $(grep -m1 '^SCHEMA ERROR' "$W/collector.out")"
+grep "\"spanId\": \"$span\"" "$W/collector.out" | grep -q "\"traceId\": \"$trace\"" \
+  || fail "the exported span $span is not in trace $trace"
+log "collector stand-in: span $span of trace $trace with $(grep -c "\"parentSpanId\": \"$span\"" "$W/collector.out") stage spans"
+phase "traced call through HAProxy"
 
 # --- 9. down -v ---------------------------------------------------------------
 log "docker-compose -f deploy/docker-compose.yml down -v"

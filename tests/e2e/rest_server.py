@@ -17,13 +17,15 @@ class RestServer:
     """`binary` with --http_port=0 and `args`; grpc_port, http_port and scheme from its
     start lines."""
 
-    def __init__(self, binary, *args):
+    def __init__(self, binary, *args, stderr=None):
+        """`stderr`: where the server's stderr goes (a file object; None: the test's own)."""
         self.proc = subprocess.Popen(
             [binary, "--host=127.0.0.1", "--port=0", "--metrics_port=-1",
              "--http_host=127.0.0.1", "--http_port=0", *args],
-            stdout=subprocess.PIPE, text=True)
+            stdout=subprocess.PIPE, stderr=stderr, text=True)
         self.grpc_port = None
         self.http_port = None
+        self.metrics_port = None  # with --metrics_port=0 among `args`
         self.scheme = None
         # The start lines come in one flush, then stdout stays open and
         # silent: read them on a thread so a missing http line fails, not hangs.
@@ -36,6 +38,10 @@ class RestServer:
                 g = re.search(r"^tensorops-server listening on 127\.0\.0\.1:(\d+)$", line.strip())
                 if g:
                     self.grpc_port = int(g.group(1))
+                g = re.search(r"^tensorops-server metrics on http://[^ ]+:(\d+)/metrics$",
+                              line.strip())
+                if g:
+                    self.metrics_port = int(g.group(1))
                 m = re.search(r"^tensorops-server http on (https?)://127\.0\.0\.1:(\d+)$",
                               line.strip())
                 if m:

@@ -133,6 +133,22 @@ enum class Transport {
   kStream,  // always ExecuteStream (not for STRING inputs)
 };
 
+// What a call's trace says (W3C Trace Context, Server-Timing): see
+// CallOptions::trace.
+struct CallTrace {
+  // The traceparent the SDK sent: CallOptions::traceparent, or the one it
+  // made ("00-<new trace id>-<new span id>-01").
+  std::string traceparent;
+  // The server's traceparent for its span of the call (same trace id, the
+  // server's span id); "" when none came (an older server, or the call
+  // failed before the server saw it).
+  std::string server_traceparent;
+  // What the server spent where, in ms, the stages of its Prometheus
+  // histograms: "queue;dur=0.012, kernel;dur=2.310, total;dur=2.501"
+  // (Server-Timing syntax); "" when none came.
+  std::string server_timing;
+};
+
 // Per-call settings.
 struct CallOptions {
   // Overrides ClientOptions::default_deadline; zero means no deadline. For a
@@ -142,6 +158,15 @@ struct CallOptions {
   // Streamed calls only: called on the calling thread after every chunk sent
   // or received (about once per stream_chunk_bytes); must be quick.
   ProgressCallback progress;
+  // W3C trace context of an Execute (and the typed calls, chains, async
+  // calls): the caller's own "traceparent" (and "tracestate") to continue
+  // its trace; empty: the SDK starts a new trace for the call. Sent as is
+  // (a malformed one is ignored by the server, which then starts a trace).
+  std::string traceparent;
+  std::string tracestate;
+  // Not null: the SDK writes the call's CallTrace there before the call
+  // returns (for ExecuteAsync, before `done` runs). Must outlive the call.
+  CallTrace* trace = nullptr;
 };
 
 // An op attribute: a number, a string or a bool (a JSON value).
@@ -203,6 +228,35 @@ struct OpInfo {
   std::vector<OpAttributeInfo> attributes;
   std::vector<OpOutputInfo> outputs;
 };
+
+// The google.rpc details a failed call's status carries: what the server
+// put in grpc-status-details-bin (the SDK keeps each detail on the
+// absl::Status as a payload under its type URL,
+// "type.googleapis.com/google.rpc.RetryInfo"; this reads them). See the
+// error details table in docs/reliability.md for which status carries what.
+struct ErrorDetails {
+  // google.rpc.RetryInfo: when to try again (a refusal of the queue, the
+  // in-flight budget or a drain).
+  std::optional<std::chrono::milliseconds> retry_delay;
+  // google.rpc.ErrorInfo: the machine-readable reason ("QUEUE_FULL"), its
+  // domain ("tensorops") and facts (the flag and its limit). Empty if none.
+  std::string reason;
+  std::string domain;
+  std::map<std::string, std::string> metadata;
+  // google.rpc.BadRequest (every INVALID_ARGUMENT): the request field at
+  // fault ("inputs[1].shape[0]", "attrs.mode"; "" when the message names
+  // none) and its description, the status message's words.
+  struct FieldViolation {
+    std::string field;
+    std::string description;
+  };
+  std::vector<FieldViolation> field_violations;
+  // The type URL of every detail received, those above and any other.
+  std::vector<std::string> type_urls;
+};
+// Reads the details of `status` (a status an SDK call returned); all empty
+// for OK or a status without any.
+TENSOROPS_EXPORT ErrorDetails GetErrorDetails(const absl::Status& status);
 
 // grpc.health.v1 serving status.
 enum class ServingStatus { kUnknown, kServing, kNotServing, kServiceUnknown };

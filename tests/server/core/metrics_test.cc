@@ -159,6 +159,8 @@ TEST_F(MetricsTest, EveryFamilyHasHelpAndType) {
       {"tensorops_http_connections_closed_total", "counter"},
       {"tensorops_grpc_connections", "gauge"},
       {"tensorops_grpc_connections_refused_total", "counter"},
+      {"tensorops_spans_exported_total", "counter"},
+      {"tensorops_spans_dropped_total", "counter"},
   };
   // The Exposer adds its own exposer_* families; count only ours.
   int help_lines = 0;
@@ -226,6 +228,10 @@ TEST_F(MetricsTest, EveryChildExistsAtZeroBeforeAnyRequest) {
             absl::StatusCode::kNotFound);
   for (const char* limit : {"queue", "inflight_bytes"}) {
     EXPECT_EQ(Value(body, "tensorops_rejected_requests_total", {{"limit", limit}}), 0);
+  }
+  EXPECT_EQ(Value(body, "tensorops_spans_exported_total", {}), 0);
+  for (const char* reason : {"queue_full", "export_failed"}) {
+    EXPECT_EQ(Value(body, "tensorops_spans_dropped_total", {{"reason", reason}}), 0);
   }
   for (const char* gauge : {"tensorops_inflight_requests", "tensorops_inflight_bytes",
                             "tensorops_queue_depth", "tensorops_pool_threads"}) {
