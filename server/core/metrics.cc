@@ -197,20 +197,15 @@ struct Metrics::Impl {
   bool KnownOp(int op_index) const { return op_index >= 0 && op_index < unknown_index; }
 };
 
-Metrics::Metrics(const std::vector<std::string>& ops)
-    : registry_(std::make_shared<prometheus::Registry>()), impl_(std::make_unique<Impl>()) {
-  Impl& m = *impl_;
-  m.op_names = ops;
-  m.unknown_index = static_cast<int>(ops.size());
-  m.op_names.push_back(kUnknownOp);
+// Finished calls and their latency, per door method, op and code.
+void Metrics::BuildRequestFamilies(prometheus::Registry& registry, Impl& m) {
   const size_t num_any = m.op_names.size();
-
   auto& requests = prometheus::BuildCounter()
                        .Name("tensorops_requests_total")
                        .Help(
                            "Finished RPCs by method, op (\"unknown\" for an op name the "
                            "server does not know, \"none\" for ListOps) and gRPC status code.")
-                       .Register(*registry_);
+                       .Register(registry);
   for (int method = 0; method < kNumCallMethods; ++method) {
     m.requests[method].resize(num_any);
     for (size_t op = 0; op < num_any; ++op) {
@@ -232,7 +227,7 @@ Metrics::Metrics(const std::vector<std::string>& ops)
           .Help(
               "Whole-RPC latency in seconds, from the handler receiving the request to "
               "the response being handed to gRPC (decode, queue, kernel, encode).")
-          .Register(*registry_);
+          .Register(registry);
   for (int method = 0; method < kNumCallMethods; ++method) {
     for (size_t op = 0; op < num_any; ++op) {
       m.duration[method].push_back(&request_duration.Add(
@@ -241,13 +236,17 @@ Metrics::Metrics(const std::vector<std::string>& ops)
   }
   m.list_ops_duration =
       &request_duration.Add({{"method", kListOps}, {"op", kNoOp}}, DurationBuckets());
+}
 
+// Stream bytes, queue and kernel time, message sizes, per op.
+void Metrics::BuildStageFamilies(prometheus::Registry& registry, Impl& m) {
+  const size_t num_any = m.op_names.size();
   auto& stream_bytes = prometheus::BuildCounter()
                            .Name("tensorops_stream_bytes_total")
                            .Help(
                                "Tensor bytes of ExecuteStream calls, by op and direction "
                                "(received: input chunks; sent: output chunks).")
-                           .Register(*registry_);
+                           .Register(registry);
   for (size_t op = 0; op < num_any; ++op) {
     m.stream_received.push_back(
         &stream_bytes.Add({{"op", m.op_names[op]}, {"direction", "received"}}));
@@ -260,13 +259,13 @@ Metrics::Metrics(const std::vector<std::string>& ops)
                                  "Seconds a call held a queue slot: from entering the queue "
                                  "(Execute: when admitted; ExecuteStream: when its upload "
                                  "completed) until a kernel-pool thread took it.")
-                             .Register(*registry_);
+                             .Register(registry);
   auto& kernel_duration = prometheus::BuildHistogram()
                               .Name("tensorops_kernel_duration_seconds")
                               .Help(
                                   "Seconds the kernel of a call ran (all pool threads "
                                   "together, wall clock).")
-                              .Register(*registry_);
+                              .Register(registry);
   for (int op = 0; op < m.unknown_index; ++op) {
     m.queue_duration.push_back(&queue_duration.Add({{"op", m.op_names[op]}}, DurationBuckets()));
     m.kernel_duration.push_back(&kernel_duration.Add({{"op", m.op_names[op]}}, DurationBuckets()));
@@ -275,18 +274,21 @@ Metrics::Metrics(const std::vector<std::string>& ops)
   auto& request_size = prometheus::BuildHistogram()
                            .Name("tensorops_request_size_bytes")
                            .Help("Size in bytes of each Execute and ModelInfer request message.")
-                           .Register(*registry_);
+                           .Register(registry);
   auto& response_size = prometheus::BuildHistogram()
                             .Name("tensorops_response_size_bytes")
                             .Help(
                                 "Size in bytes of each Execute and ModelInfer response message "
                                 "(0 when the RPC failed).")
-                            .Register(*registry_);
+                            .Register(registry);
   for (size_t op = 0; op < num_any; ++op) {
     m.request_size.push_back(&request_size.Add({{"op", m.op_names[op]}}, SizeBuckets()));
     m.response_size.push_back(&response_size.Add({{"op", m.op_names[op]}}, SizeBuckets()));
   }
+}
 
+// Calls dropped or refused, and retries that landed here.
+void Metrics::BuildAdmissionFamilies(prometheus::Registry& registry, Impl& m) {
   auto& dropped =
       prometheus::BuildCounter()
           .Name("tensorops_dropped_requests_total")
@@ -294,7 +296,7 @@ Metrics::Metrics(const std::vector<std::string>& ops)
               "Execute and ExecuteStream calls admitted to the queue but dropped before their "
               "kernel ran, by op and reason (deadline passed, client "
               "cancelled, server shutting down).")
-          .Register(*registry_);
+          .Register(registry);
   m.dropped.resize(m.unknown_index);
   for (int op = 0; op < m.unknown_index; ++op) {
     for (int r = 0; r < kNumDropReasons; ++r) {
@@ -308,7 +310,7 @@ Metrics::Metrics(const std::vector<std::string>& ops)
                            "Execute and ExecuteStream calls refused by admission control with "
                            "RESOURCE_EXHAUSTED, by the limit that was hit (queue length "
                            "or in-flight bytes).")
-                       .Register(*registry_);
+                       .Register(registry);
   for (int l = 0; l < kNumLimits; ++l) {
     m.rejected[l] = &rejected.Add({{"limit", kLimitNames[l]}});
   }
@@ -319,15 +321,18 @@ Metrics::Metrics(const std::vector<std::string>& ops)
                              "Calls that arrived as a client's retry of an earlier attempt "
                              "(gRPC's grpc-previous-rpc-attempts metadata), counted where "
                              "they land.")
-                         .Register(*registry_)
+                         .Register(registry)
                          .Add({});
+}
 
+// Spans exported or dropped (--otlp_endpoint), and chain steps per op.
+void Metrics::BuildSpanAndChainCounters(prometheus::Registry& registry, Impl& m) {
   m.spans_exported = &prometheus::BuildCounter()
                           .Name("tensorops_spans_exported_total")
                           .Help(
                               "Call spans the OTLP collector (--otlp_endpoint) took; 0 "
                               "without one.")
-                          .Register(*registry_)
+                          .Register(registry)
                           .Add({});
   auto& spans_dropped = prometheus::BuildCounter()
                             .Name("tensorops_spans_dropped_total")
@@ -335,7 +340,7 @@ Metrics::Metrics(const std::vector<std::string>& ops)
                                 "Call spans not exported to --otlp_endpoint, by reason: "
                                 "queue_full (the collector slower than the calls), "
                                 "export_failed (a POST failed or timed out).")
-                            .Register(*registry_);
+                            .Register(registry);
   for (int r = 0; r < kNumSpanDrops; ++r) {
     m.spans_dropped[r] = &spans_dropped.Add({{"reason", kSpanDropNames[r]}});
   }
@@ -345,49 +350,56 @@ Metrics::Metrics(const std::vector<std::string>& ops)
                           .Help(
                               "Ops that ran as steps of a chain after its first op (the call "
                               "itself counts once, under its first op).")
-                          .Register(*registry_);
+                          .Register(registry);
   for (int op = 0; op < m.unknown_index; ++op) {
     m.chain_steps.push_back(&chain_steps.Add({{"op", m.op_names[op]}}));
   }
+}
 
+// In-flight work, queue depth, pool size, shared-memory regions.
+void Metrics::BuildGauges(prometheus::Registry& registry, Impl& m) {
   m.inflight_requests = &prometheus::BuildGauge()
                              .Name("tensorops_inflight_requests")
                              .Help(
                                  "Execute and ExecuteStream calls admitted and not yet finished "
                                  "(queued or running).")
-                             .Register(*registry_)
+                             .Register(registry)
                              .Add({});
   m.inflight_bytes = &prometheus::BuildGauge()
                           .Name("tensorops_inflight_bytes")
                           .Help(
                               "Bytes of tensor data held by admitted, unfinished Execute "
                               "requests (the quantity the in-flight bytes limit bounds).")
-                          .Register(*registry_)
+                          .Register(registry)
                           .Add({});
   m.queue_depth =
       &prometheus::BuildGauge()
            .Name("tensorops_queue_depth")
            .Help("Execute and ExecuteStream calls waiting in the queue for a kernel-pool thread.")
-           .Register(*registry_)
+           .Register(registry)
            .Add({});
   m.pool_threads = &prometheus::BuildGauge()
                         .Name("tensorops_pool_threads")
                         .Help("Threads in the kernel thread pool.")
-                        .Register(*registry_)
+                        .Register(registry)
                         .Add({});
   m.shm_regions = &prometheus::BuildGauge()
                        .Name("tensorops_shared_memory_regions")
                        .Help(
                            "System shared-memory regions registered through the Open "
                            "Inference Protocol (--shared_memory=system).")
-                       .Register(*registry_)
+                       .Register(registry)
                        .Add({});
+}
+
+// Each door's connections and the ones it closed or refused.
+void Metrics::BuildConnectionFamilies(prometheus::Registry& registry, Impl& m) {
   m.http_connections = &prometheus::BuildGauge()
                             .Name("tensorops_http_connections")
                             .Help(
                                 "Connections open on the HTTP/REST port (capped by "
                                 "--http_max_connections).")
-                            .Register(*registry_)
+                            .Register(registry)
                             .Add({});
   auto& http_closed = prometheus::BuildCounter()
                           .Name("tensorops_http_connections_closed_total")
@@ -398,7 +410,7 @@ Metrics::Metrics(const std::vector<std::string>& ops)
                               "(--http_header_timeout), idle_timeout (--http_idle_timeout), "
                               "body_rate (--http_min_body_rate), no_descriptors (accepted and "
                               "closed while the process was out of file descriptors).")
-                          .Register(*registry_);
+                          .Register(registry);
   for (int r = 0; r < kNumHttpCloses; ++r) {
     m.http_closed[r] = &http_closed.Add({{"reason", kHttpCloseNames[r]}});
   }
@@ -407,7 +419,7 @@ Metrics::Metrics(const std::vector<std::string>& ops)
                             .Help(
                                 "Open connections of the gRPC door's plaintext listeners "
                                 "(--port, --listen), counted against --grpc_max_connections.")
-                            .Register(*registry_)
+                            .Register(registry)
                             .Add({});
   auto& refused = prometheus::BuildCounter()
                       .Name("tensorops_grpc_connections_refused_total")
@@ -415,26 +427,47 @@ Metrics::Metrics(const std::vector<std::string>& ops)
                           "gRPC connections closed as soon as they were accepted, by reason: "
                           "cap (--grpc_max_connections reached), emfile (the process was out "
                           "of file descriptors).")
-                      .Register(*registry_);
+                      .Register(registry);
   for (int r = 0; r < kNumConnectionRefusals; ++r) {
     m.grpc_connections_refused[r] = &refused.Add({{"reason", kConnectionRefusalNames[r]}});
   }
+}
+
+// Cumulative call seconds and the last call per op (ModelStatistics).
+void Metrics::BuildCallTotals(prometheus::Registry& registry, Impl& m) {
+  const size_t num_any = m.op_names.size();
   auto& call_seconds = prometheus::BuildCounter()
                            .Name("tensorops_call_seconds_total")
                            .Help(
                                "Cumulative whole-call seconds of finished calls of every front "
                                "door, by op and result (success: OK; fail: any other code). "
                                "ModelStatistics reports these.")
-                           .Register(*registry_);
+                           .Register(registry);
   auto& last_call = prometheus::BuildGauge()
                         .Name("tensorops_last_call_timestamp_seconds")
                         .Help("Unix time at which the last call of each op finished.")
-                        .Register(*registry_);
+                        .Register(registry);
   for (size_t op = 0; op < num_any; ++op) {
     m.call_seconds.push_back({&call_seconds.Add({{"op", m.op_names[op]}, {"result", "success"}}),
                               &call_seconds.Add({{"op", m.op_names[op]}, {"result", "fail"}})});
     m.last_call.push_back(&last_call.Add({{"op", m.op_names[op]}}));
   }
+}
+
+Metrics::Metrics(const std::vector<std::string>& ops)
+    : registry_(std::make_shared<prometheus::Registry>()), impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.op_names = ops;
+  m.unknown_index = static_cast<int>(ops.size());
+  m.op_names.push_back(kUnknownOp);
+  // Registered in this order, which is the order /metrics lists them in.
+  BuildRequestFamilies(*registry_, m);
+  BuildStageFamilies(*registry_, m);
+  BuildAdmissionFamilies(*registry_, m);
+  BuildSpanAndChainCounters(*registry_, m);
+  BuildGauges(*registry_, m);
+  BuildConnectionFamilies(*registry_, m);
+  BuildCallTotals(*registry_, m);
 }
 
 Metrics::~Metrics() = default;

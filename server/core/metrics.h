@@ -137,6 +137,14 @@ class Metrics {
 
  private:
   struct Impl;
+  // The constructor's steps, one per group of metric families (metrics.cc).
+  static void BuildRequestFamilies(prometheus::Registry& registry, Impl& m);
+  static void BuildStageFamilies(prometheus::Registry& registry, Impl& m);
+  static void BuildAdmissionFamilies(prometheus::Registry& registry, Impl& m);
+  static void BuildSpanAndChainCounters(prometheus::Registry& registry, Impl& m);
+  static void BuildGauges(prometheus::Registry& registry, Impl& m);
+  static void BuildConnectionFamilies(prometheus::Registry& registry, Impl& m);
+  static void BuildCallTotals(prometheus::Registry& registry, Impl& m);
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<Impl> impl_;
   std::unique_ptr<prometheus::Exposer> exposer_;
