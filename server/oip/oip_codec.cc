@@ -341,6 +341,32 @@ absl::StatusOr<std::unique_ptr<PreparedInfer>> PreparedInfer::Make(const OpRegis
   // Triton's meaning: microseconds, 0 = none.
   if (timeout_us > 0) p->timeout_ = absl::Microseconds(timeout_us);
 
+  ASSIGN_OR_RETURN(const std::vector<int> slot, MatchInputs(spec, request));
+  std::vector<InputSource> sources;
+  RETURN_IF_ERROR(LocateInputs(request, shm, owner, &sources));
+  // Decode in the spec's order, counting decoded bytes against the request limit.
+  std::vector<TensorView> views;
+  views.reserve(slot.size());
+  p->inputs_.reserve(slot.size());
+  for (size_t s = 0; s < slot.size(); ++s) {
+    RETURN_IF_ERROR(p->DecodeInput(request, slot[s], s == 0, sources[slot[s]], limits));
+    views.push_back(p->inputs_.back().view);
+  }
+  ASSIGN_OR_RETURN(const std::vector<ChainStep> steps, p->DecodeChainParameter(request, limits));
+  ASSIGN_OR_RETURN(p->op_, registry.PrepareChain(spec.name, views, attrs, steps));
+  const int64_t run_bytes = p->output_bytes() + p->scratch_bytes();
+  if (run_bytes > limits.max_request_bytes - p->input_bytes_) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("request needs ", p->input_bytes_, " bytes of decoded inputs plus ", run_bytes,
+                     " bytes of output", p->scratch_bytes() > 0 ? " and scratch" : "",
+                     "; the limit is ", limits.max_request_bytes, " (--max_request_bytes)"));
+  }
+  RETURN_IF_ERROR(p->SelectOutputs(request, shm, owner));
+  return p;
+}
+
+absl::StatusOr<std::vector<int>> PreparedInfer::MatchInputs(const OpSpec& spec,
+                                                            const InferRequest& request) {
   // Inputs by name: slot[spec index] = request index.
   const int num_spec = static_cast<int>(spec.inputs.size());
   const int num_inputs = static_cast<int>(request.inputs.size());
@@ -367,10 +393,16 @@ absl::StatusOr<std::unique_ptr<PreparedInfer>> PreparedInfer::Make(const OpRegis
     }
   }
 
+  return slot;
+}
+
+absl::Status PreparedInfer::LocateInputs(const InferRequest& request, const ShmRegistry* shm,
+                                         const std::string& owner,
+                                         std::vector<InputSource>* sources) {
+  const int num_inputs = static_cast<int>(request.inputs.size());
+  sources->assign(num_inputs, InputSource());
   // Where each input's data is: shared memory, raw (in request order, skipping
   // shared-memory inputs, as Triton does) or typed.
-  std::vector<ShmUse> shm_use(num_inputs);
-  std::vector<int> raw_index(num_inputs, -1);
   int num_raw = 0;
   const int num_raw_inputs = static_cast<int>(request.raw_inputs.size());
   const bool raw_mode = num_raw_inputs > 0;
@@ -379,8 +411,8 @@ absl::StatusOr<std::unique_ptr<PreparedInfer>> PreparedInfer::Make(const OpRegis
     const std::string what = absl::StrCat("input ", Quote(in.name));
     absl::string_view region;
     ASSIGN_OR_RETURN(const bool in_shm,
-                     ParseTensorParameters(in.parameters, what, &region, &shm_use[i].offset,
-                                           &shm_use[i].byte_size));
+                     ParseTensorParameters(in.parameters, what, &region, &(*sources)[i].shm.offset,
+                                           &(*sources)[i].shm.byte_size));
     if (in_shm) {
       if (shm == nullptr || !shm->enabled()) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -393,7 +425,7 @@ absl::StatusOr<std::unique_ptr<PreparedInfer>> PreparedInfer::Make(const OpRegis
       }
       absl::StatusOr<std::shared_ptr<const ShmRegion>> r = shm->Find(owner, region);
       if (!r.ok()) return absl::NotFoundError(absl::StrCat(what, ": ", r.status().message()));
-      shm_use[i].region = *std::move(r);
+      (*sources)[i].shm.region = *std::move(r);
       continue;
     }
     if (raw_mode) {
@@ -403,7 +435,7 @@ absl::StatusOr<std::unique_ptr<PreparedInfer>> PreparedInfer::Make(const OpRegis
             " has typed contents but the request also has raw_input_contents; either every "
             "input (not in shared memory) is raw or none is"));
       }
-      raw_index[i] = num_raw++;
+      (*sources)[i].raw_index = num_raw++;
     }
   }
   if (raw_mode && num_raw != num_raw_inputs) {
@@ -412,102 +444,119 @@ absl::StatusOr<std::unique_ptr<PreparedInfer>> PreparedInfer::Make(const OpRegis
         " inputs are not in shared memory; give one entry per such input, in the order of inputs"));
   }
 
-  // Decode in the spec's order, counting decoded bytes against the request limit.
-  std::vector<TensorView> views;
-  views.reserve(num_spec);
-  p->inputs_.reserve(num_spec);
-  for (int s = 0; s < num_spec; ++s) {
-    const int i = slot[s];
-    const InferInput& in = request.inputs[i];
-    const std::string what = absl::StrCat("input ", Quote(in.name));
-    const DType dtype = DTypeFromOip(in.datatype);
-    if (dtype == DType::kInvalid) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ": datatype ", Quote(in.datatype), " is not one of ", OipDatatypeList(),
-          " (COMPLEX and FLOAT8 tensors are served by tensorops.v1.TensorOps only)"));
-    }
-    const absl::Span<const int64_t> dims = in.shape;
-    DecodedTensor t;
-    if (shm_use[i].region != nullptr) {
-      ShmUse& use = shm_use[i];
-      ASSIGN_OR_RETURN(const int64_t num_bytes, CheckShape(dtype, dims, what, limits));
-      ASSIGN_OR_RETURN(char* bytes, use.region->Bytes(use.offset, use.byte_size, what));
-      if (dtype == DType::kString &&
-          use.byte_size > static_cast<uint64_t>(limits.max_tensor_bytes)) {
-        return absl::ResourceExhaustedError(
-            absl::StrCat(what, ": shared_memory_byte_size ", use.byte_size, " is more than ",
-                         limits.max_tensor_bytes, " bytes (--max_tensor_bytes)"));
-      }
-      if (dtype != DType::kString && static_cast<uint64_t>(num_bytes) != use.byte_size) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(what, ": shared memory region ", Quote(use.region->name()),
-                         ": shared_memory_byte_size is ", use.byte_size, " but shape ",
-                         ShapeToString(dims), " of ", in.datatype, " needs ", num_bytes));
-      }
-      if (s == 0 && dtype != DType::kString && dtype != DType::kBool) {
-        // The data input is read in place by the kernel only (under the SIGBUS guard).
-        ASSIGN_OR_RETURN(t, DecodeRaw(dtype, dims, absl::string_view(bytes, use.byte_size), what,
-                                      "(shared memory)", limits));
-        p->data_in_shm_ = true;
-      } else {
-        // Everything else is read by validation (or is parsed, or checked
-        // byte by byte): copy it out first, so only guarded code touches the region.
-        auto copy = std::make_unique<std::string>();
-        std::string* buffer = copy.get();
-        buffer->resize(use.byte_size);
-        if (!RunCatchingSigbus([&] { std::memcpy(&(*buffer)[0], bytes, use.byte_size); })) {
-          return absl::InvalidArgumentError(absl::StrCat(what, ": shared memory region ",
-                                                         Quote(use.region->name()),
-                                                         " was truncated while it was read"));
-        }
-        ASSIGN_OR_RETURN(t, DecodeRaw(dtype, dims, *buffer, what, "(shared memory)", limits));
-        p->shm_copies_.push_back(std::move(copy));
-      }
-      p->shm_inputs_.push_back(use);
-    } else if (raw_index[i] >= 0) {
-      ASSIGN_OR_RETURN(t,
-                       DecodeRaw(dtype, dims, request.raw_inputs[raw_index[i]], what,
-                                 absl::StrCat("(raw_input_contents[", raw_index[i], "])"), limits));
-    } else {
-      if ((dtype == DType::kFloat16 || dtype == DType::kBFloat16) && in.typed != nullptr) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(what, ": ", in.datatype,
-                         " has no typed contents field; send it in raw_input_contents"));
-      }
-      if (in.typed != nullptr) {
-        ASSIGN_OR_RETURN(t, in.typed->Decode(dtype, dims, what, limits));
-      } else {
-        // No elements at all: only a tensor of none is complete.
-        ASSIGN_OR_RETURN(const int64_t num_bytes,
-                         CheckShape(dtype, dims, what, limits, /*string_chars=*/0));
-        if (num_bytes != 0) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              what, " has no data: set ", dtype == DType::kString ? "" : "raw_input_contents or ",
-              "contents.", TypedContentsField(dtype)));
-        }
-        t.encoding = Encoding::kRaw;
-        t.view.dtype = dtype;
-        t.view.shape.assign(dims.begin(), dims.end());
-        t.view.data = kEmptyTensorData;
-      }
-    }
-    const int64_t bytes = DecodedBytes(t.view);
-    if (bytes > limits.max_request_bytes - p->input_bytes_) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "the request's inputs need more than ", limits.max_request_bytes,
-          " bytes decoded; the limit is ", limits.max_request_bytes, " (--max_request_bytes)"));
-    }
-    p->input_bytes_ += bytes;
-    views.push_back(t.view);
-    p->inputs_.push_back(std::move(t));
-  }
+  return absl::OkStatus();
+}
 
+absl::Status PreparedInfer::DecodeInput(const InferRequest& request, int i, bool is_data,
+                                        const InputSource& source, const RequestLimits& limits) {
+  const InferInput& in = request.inputs[i];
+  const std::string what = absl::StrCat("input ", Quote(in.name));
+  const DType dtype = DTypeFromOip(in.datatype);
+  if (dtype == DType::kInvalid) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": datatype ", Quote(in.datatype), " is not one of ", OipDatatypeList(),
+                     " (COMPLEX and FLOAT8 tensors are served by tensorops.v1.TensorOps only)"));
+  }
+  const absl::Span<const int64_t> dims = in.shape;
+  DecodedTensor t;
+  if (source.shm.region != nullptr) {
+    ASSIGN_OR_RETURN(t, DecodeShmInput(in, dtype, is_data, source.shm, what, limits));
+  } else if (source.raw_index >= 0) {
+    ASSIGN_OR_RETURN(
+        t, DecodeRaw(dtype, dims, request.raw_inputs[source.raw_index], what,
+                     absl::StrCat("(raw_input_contents[", source.raw_index, "])"), limits));
+  } else {
+    ASSIGN_OR_RETURN(t, DecodeContents(in, dtype, what, limits));
+  }
+  const int64_t bytes = DecodedBytes(t.view);
+  if (bytes > limits.max_request_bytes - input_bytes_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the request's inputs need more than ", limits.max_request_bytes,
+        " bytes decoded; the limit is ", limits.max_request_bytes, " (--max_request_bytes)"));
+  }
+  input_bytes_ += bytes;
+  inputs_.push_back(std::move(t));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DecodedTensor> PreparedInfer::DecodeShmInput(const InferInput& in, DType dtype,
+                                                            bool is_data, const ShmUse& use,
+                                                            const std::string& what,
+                                                            const RequestLimits& limits) {
+  const absl::Span<const int64_t> dims = in.shape;
+  DecodedTensor t;
+  ASSIGN_OR_RETURN(const int64_t num_bytes, CheckShape(dtype, dims, what, limits));
+  ASSIGN_OR_RETURN(char* bytes, use.region->Bytes(use.offset, use.byte_size, what));
+  if (dtype == DType::kString && use.byte_size > static_cast<uint64_t>(limits.max_tensor_bytes)) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(what, ": shared_memory_byte_size ", use.byte_size, " is more than ",
+                     limits.max_tensor_bytes, " bytes (--max_tensor_bytes)"));
+  }
+  if (dtype != DType::kString && static_cast<uint64_t>(num_bytes) != use.byte_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": shared memory region ", Quote(use.region->name()),
+                     ": shared_memory_byte_size is ", use.byte_size, " but shape ",
+                     ShapeToString(dims), " of ", in.datatype, " needs ", num_bytes));
+  }
+  if (is_data && dtype != DType::kString && dtype != DType::kBool) {
+    // The data input is read in place by the kernel only (under the SIGBUS guard).
+    ASSIGN_OR_RETURN(t, DecodeRaw(dtype, dims, absl::string_view(bytes, use.byte_size), what,
+                                  "(shared memory)", limits));
+    data_in_shm_ = true;
+  } else {
+    // Everything else is read by validation (or is parsed, or checked
+    // byte by byte): copy it out first, so only guarded code touches the region.
+    auto copy = std::make_unique<std::string>();
+    std::string* buffer = copy.get();
+    buffer->resize(use.byte_size);
+    if (!RunCatchingSigbus([&] { std::memcpy(&(*buffer)[0], bytes, use.byte_size); })) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": shared memory region ",
+                                                     Quote(use.region->name()),
+                                                     " was truncated while it was read"));
+    }
+    ASSIGN_OR_RETURN(t, DecodeRaw(dtype, dims, *buffer, what, "(shared memory)", limits));
+    shm_copies_.push_back(std::move(copy));
+  }
+  shm_inputs_.push_back(use);
+  return t;
+}
+
+absl::StatusOr<DecodedTensor> PreparedInfer::DecodeContents(const InferInput& in, DType dtype,
+                                                            const std::string& what,
+                                                            const RequestLimits& limits) {
+  const absl::Span<const int64_t> dims = in.shape;
+  DecodedTensor t;
+  if ((dtype == DType::kFloat16 || dtype == DType::kBFloat16) && in.typed != nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": ", in.datatype, " has no typed contents field; send it in raw_input_contents"));
+  }
+  if (in.typed != nullptr) {
+    ASSIGN_OR_RETURN(t, in.typed->Decode(dtype, dims, what, limits));
+  } else {
+    // No elements at all: only a tensor of none is complete.
+    ASSIGN_OR_RETURN(const int64_t num_bytes,
+                     CheckShape(dtype, dims, what, limits, /*string_chars=*/0));
+    if (num_bytes != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " has no data: set ", dtype == DType::kString ? "" : "raw_input_contents or ",
+          "contents.", TypedContentsField(dtype)));
+    }
+    t.encoding = Encoding::kRaw;
+    t.view.dtype = dtype;
+    t.view.shape.assign(dims.begin(), dims.end());
+    t.view.data = kEmptyTensorData;
+  }
+  return t;
+}
+
+absl::StatusOr<std::vector<ChainStep>> PreparedInfer::DecodeChainParameter(
+    const InferRequest& request, const RequestLimits& limits) {
   // A chain: the `then` parameter's steps after this model's op.
   std::vector<ChainStep> steps;
   for (const auto& [key, value] : request.parameters) {
     if (key != kChainParameter) continue;
     const std::string what = absl::StrCat("parameter '", kChainParameter, "'");
-    if (p->chain_ != nullptr) {
+    if (chain_ != nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(what, " is given twice"));
     }
     if (value.kind != InferParam::Kind::kString) {
@@ -516,25 +565,22 @@ absl::StatusOr<std::unique_ptr<PreparedInfer>> PreparedInfer::Make(const OpRegis
     }
     auto chain = std::make_unique<google::protobuf::RepeatedPtrField<v1::Step>>();
     ASSIGN_OR_RETURN(*chain, ParseChainJson(value.string_value, what));
-    ASSIGN_OR_RETURN(steps, DecodeChain(*chain, limits, &p->input_bytes_, &p->chain_inputs_));
-    p->chain_ = std::move(chain);
+    ASSIGN_OR_RETURN(steps, DecodeChain(*chain, limits, &input_bytes_, &chain_inputs_));
+    chain_ = std::move(chain);
   }
-  ASSIGN_OR_RETURN(p->op_, registry.PrepareChain(spec.name, views, attrs, steps));
-  const int64_t run_bytes = p->output_bytes() + p->scratch_bytes();
-  if (run_bytes > limits.max_request_bytes - p->input_bytes_) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("request needs ", p->input_bytes_, " bytes of decoded inputs plus ", run_bytes,
-                     " bytes of output", p->scratch_bytes() > 0 ? " and scratch" : "",
-                     "; the limit is ", limits.max_request_bytes, " (--max_request_bytes)"));
-  }
+  return steps;
+}
 
+absl::Status PreparedInfer::SelectOutputs(const InferRequest& request, const ShmRegistry* shm,
+                                          const std::string& owner) {
+  const OpSpec& spec = def_->spec;
   // Outputs: all of them in spec order, or those requested, in request order.
   const int num_out = static_cast<int>(spec.outputs.size());
   if (request.outputs.empty()) {
     for (int o = 0; o < num_out; ++o) {
       Output out;
       out.spec_index = o;
-      p->outputs_.push_back(std::move(out));
+      outputs_.push_back(std::move(out));
     }
   }
   for (const InferRequestedOutput& req : request.outputs) {
@@ -548,7 +594,7 @@ absl::StatusOr<std::unique_ptr<PreparedInfer>> PreparedInfer::Make(const OpRegis
                                                      "; its outputs are ",
                                                      absl::StrJoin(names, ", ")));
     }
-    for (const Output& seen : p->outputs_) {
+    for (const Output& seen : outputs_) {
       if (seen.spec_index == o) {
         return absl::InvalidArgumentError(absl::StrCat(what, " is requested twice"));
       }
@@ -569,18 +615,18 @@ absl::StatusOr<std::unique_ptr<PreparedInfer>> PreparedInfer::Make(const OpRegis
       out.shm.region = *std::move(r);
       RETURN_IF_ERROR(out.shm.region->Bytes(out.shm.offset, out.shm.byte_size, what).status());
       // BYTES outputs are sized when they are written.
-      if (p->op_.dtype != DType::kString &&
-          static_cast<uint64_t>(p->output_bytes()) > out.shm.byte_size) {
+      if (op_.dtype != DType::kString &&
+          static_cast<uint64_t>(output_bytes()) > out.shm.byte_size) {
         return absl::InvalidArgumentError(absl::StrCat(
             what, ": shared memory region ", Quote(region), ": shared_memory_byte_size is ",
-            out.shm.byte_size, " but the output (shape ", ShapeToString(p->op_.shape), " of ",
-            OipDatatype(p->op_.dtype), ") needs ", p->output_bytes()));
+            out.shm.byte_size, " but the output (shape ", ShapeToString(op_.shape), " of ",
+            OipDatatype(op_.dtype), ") needs ", output_bytes()));
       }
       // Kernels never read what they write: the data input (read in place)
       // and this output must not share bytes.
       // (shm_inputs_ is in spec order: the data input, when in place, is first.)
-      if (p->data_in_shm_) {
-        const ShmUse& in = p->shm_inputs_.front();
+      if (data_in_shm_) {
+        const ShmUse& in = shm_inputs_.front();
         if (out.shm.region->Overlaps(out.shm.offset, out.shm.byte_size, *in.region, in.offset,
                                      in.byte_size)) {
           return absl::InvalidArgumentError(absl::StrCat(
@@ -589,9 +635,9 @@ absl::StatusOr<std::unique_ptr<PreparedInfer>> PreparedInfer::Make(const OpRegis
         }
       }
     }
-    p->outputs_.push_back(std::move(out));
+    outputs_.push_back(std::move(out));
   }
-  return p;
+  return absl::OkStatus();
 }
 
 absl::Status PreparedInfer::RunKernel(void* out, ThreadPool* pool, int64_t min_parallel_bytes) {

@@ -122,7 +122,40 @@ class PreparedInfer {
     ShmUse shm;
   };
 
+  // Where one request input's data is: a shared-memory range, an entry of
+  // raw_input_contents (raw_index), or else its typed contents.
+  struct InputSource {
+    ShmUse shm;
+    int raw_index = -1;
+  };
+
   PreparedInfer() = default;
+  // Make's steps, in order, each with its own errors (the messages name the
+  // input, output or parameter). Inputs by name: slot[spec index] = request
+  // index; every spec input exactly once.
+  static absl::StatusOr<std::vector<int>> MatchInputs(const OpSpec& spec,
+                                                      const InferRequest& request);
+  // Where each input's data is: shared memory, raw (in request order,
+  // skipping shared-memory inputs, as Triton does) or typed.
+  static absl::Status LocateInputs(const InferRequest& request, const ShmRegistry* shm,
+                                   const std::string& owner, std::vector<InputSource>* sources);
+  // Request input i decoded into inputs_ (is_data: the op's first input, which
+  // the kernel may read in place from shared memory), its bytes counted.
+  absl::Status DecodeInput(const InferRequest& request, int i, bool is_data,
+                           const InputSource& source, const RequestLimits& limits);
+  absl::StatusOr<DecodedTensor> DecodeShmInput(const InferInput& in, DType dtype, bool is_data,
+                                               const ShmUse& use, const std::string& what,
+                                               const RequestLimits& limits);
+  static absl::StatusOr<DecodedTensor> DecodeContents(const InferInput& in, DType dtype,
+                                                      const std::string& what,
+                                                      const RequestLimits& limits);
+  // The `then` parameter's steps (a chain after this model's op), if any.
+  absl::StatusOr<std::vector<ChainStep>> DecodeChainParameter(const InferRequest& request,
+                                                              const RequestLimits& limits);
+  // outputs_: all in spec order, or those requested, in request order, with
+  // their shared-memory ranges checked against the output and the data input.
+  absl::Status SelectOutputs(const InferRequest& request, const ShmRegistry* shm,
+                             const std::string& owner);
   // Runs op_ into `out`; under the SIGBUS guard when shared memory is involved.
   absl::Status RunKernel(void* out, ThreadPool* pool, int64_t min_parallel_bytes);
 
