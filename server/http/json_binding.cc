@@ -793,6 +793,22 @@ struct JsonInferRequest::Impl {
   bool binary_output_default = false;
   std::vector<std::pair<std::string, bool>> output_binary;  // requested outputs' binary_data
   std::vector<std::string> output_shm;                      // outputs in shared memory
+
+  // Parse's steps, in order, each with its own messages.
+  // The JSON text into doc, inputs' data diverted into `captured`.
+  absl::Status ParseDocument(absl::string_view json, const RequestLimits& limits);
+  // The request's own fields: only id, parameters, inputs and outputs; id
+  // (echoed, so it must be writable back as UTF-8); parameters.
+  absl::Status ReadRequestFields(InferRequest* req);
+  // inputs[i]: its name, datatype and shape, then its data (binary block at
+  // *binary_at, JSON data, or a shared-memory region).
+  absl::Status ReadInput(rapidjson::SizeType i, const rapidjson::Value& t, absl::string_view binary,
+                         size_t* binary_at, const RequestLimits& limits, InferRequest* req);
+  absl::Status ReadInputData(rapidjson::SizeType i, const rapidjson::Value& t, DType dtype,
+                             const std::string& what, absl::string_view binary, size_t* binary_at,
+                             const RequestLimits& limits, InferInput* in, InferRequest* req);
+  // outputs[i]: its name and parameters (binary_data, shared memory).
+  absl::Status ReadOutput(rapidjson::SizeType i, const rapidjson::Value& o, InferRequest* req);
 };
 
 JsonInferRequest::JsonInferRequest() : impl_(std::make_unique<Impl>()) {}
@@ -815,7 +831,40 @@ absl::StatusOr<std::unique_ptr<JsonInferRequest>> JsonInferRequest::Parse(
   }
   std::unique_ptr<JsonInferRequest> r(new JsonInferRequest());
   Impl& impl = *r->impl_;
+  RETURN_IF_ERROR(impl.ParseDocument(json, limits));
+  InferRequest& req = r->request_;
+  req.model_name = model;
+  req.model_version = version;
+  RETURN_IF_ERROR(impl.ReadRequestFields(&req));
   rapidjson::Document& doc = impl.doc;
+  auto inputs = doc.FindMember("inputs");
+  if (inputs == doc.MemberEnd() || !inputs->value.IsArray()) {
+    return Invalid("inputs must be an array of tensors");
+  }
+  const rapidjson::Value& ins = inputs->value;
+  impl.shapes.resize(ins.Size());
+  impl.converted.reserve(ins.Size());
+  req.inputs.reserve(ins.Size());
+  size_t binary_at = 0;
+  for (rapidjson::SizeType i = 0; i < ins.Size(); ++i) {
+    RETURN_IF_ERROR(impl.ReadInput(i, ins[i], binary, &binary_at, limits, &req));
+  }
+  if (binary_at != binary.size()) {
+    return Invalid(absl::StrCat("the body has ", binary.size() - binary_at,
+                                " bytes after the JSON and the inputs' binary_data_size; "
+                                "Inference-Header-Content-Length or a binary_data_size is wrong"));
+  }
+  if (auto outputs = doc.FindMember("outputs"); outputs != doc.MemberEnd()) {
+    if (!outputs->value.IsArray()) return Invalid("outputs must be an array");
+    for (rapidjson::SizeType i = 0; i < outputs->value.Size(); ++i) {
+      RETURN_IF_ERROR(impl.ReadOutput(i, outputs->value[i], &req));
+    }
+  }
+  return r;
+}
+
+absl::Status JsonInferRequest::Impl::ParseDocument(absl::string_view json,
+                                                   const RequestLimits& limits) {
   // SAX into the Document, with inputs' data diverted (RequestHandler).
   rapidjson::Reader reader;
   std::string number_error;  // why RawNumber stopped the parse
@@ -824,7 +873,7 @@ absl::StatusOr<std::unique_ptr<JsonInferRequest>> JsonInferRequest::Parse(
     // stream's position), a UTF-8 byte order mark skipped as it skipped one.
     rapidjson::MemoryStream ms(json.data(), json.size());
     if (absl::StartsWith(json, "\xEF\xBB\xBF")) ms.src_ += 3;
-    RequestHandler handler(&d, limits, &impl.captured, &impl.arena, &ms);
+    RequestHandler handler(&d, limits, &captured, &arena, &ms);
     const bool ok = !reader.Parse<kParseFlags>(ms, handler).IsError();
     number_error = handler.number_error();
     return ok;
@@ -838,9 +887,11 @@ absl::StatusOr<std::unique_ptr<JsonInferRequest>> JsonInferRequest::Parse(
             : absl::string_view(number_error)));
   }
   if (!doc.IsObject()) return Invalid("the request must be a JSON object");
-  InferRequest& req = r->request_;
-  req.model_name = model;
-  req.model_version = version;
+  return absl::OkStatus();
+}
+
+absl::Status JsonInferRequest::Impl::ReadRequestFields(InferRequest* req_ptr) {
+  InferRequest& req = *req_ptr;
   for (auto it = doc.MemberBegin(); it != doc.MemberEnd(); ++it) {
     const absl::string_view key(it->name.GetString(), it->name.GetStringLength());
     if (key != "id" && key != "parameters" && key != "inputs" && key != "outputs") {
@@ -858,7 +909,7 @@ absl::StatusOr<std::unique_ptr<JsonInferRequest>> JsonInferRequest::Parse(
     if (!w.String(req.id.data(), static_cast<rapidjson::SizeType>(req.id.size()))) {
       return Invalid("id is not valid UTF-8 (a \\u escape of a lone surrogate?)");
     }
-    impl.has_id = true;
+    has_id = true;
   }
   if (auto it = doc.FindMember("parameters"); it != doc.MemberEnd()) {
     RETURN_IF_ERROR(ToParams(it->value, "request", &req.parameters));
@@ -867,173 +918,172 @@ absl::StatusOr<std::unique_ptr<JsonInferRequest>> JsonInferRequest::Parse(
         if (p.kind != InferParam::Kind::kBool) {
           return Invalid("request.parameters.binary_data_output must be true or false");
         }
-        impl.binary_output_default = p.bool_value;
+        binary_output_default = p.bool_value;
       }
     }
   }
-  auto inputs = doc.FindMember("inputs");
-  if (inputs == doc.MemberEnd() || !inputs->value.IsArray()) {
-    return Invalid("inputs must be an array of tensors");
+  return absl::OkStatus();
+}
+
+absl::Status JsonInferRequest::Impl::ReadInput(rapidjson::SizeType i, const rapidjson::Value& t,
+                                               absl::string_view binary, size_t* binary_at,
+                                               const RequestLimits& limits, InferRequest* req) {
+  std::string what = absl::StrCat("inputs[", i, "]");
+  if (!t.IsObject()) return Invalid(what, " must be an object");
+  InferInput in;
+  auto name = t.FindMember("name");
+  if (name == t.MemberEnd() || !name->value.IsString()) {
+    return Invalid(what, ".name must be a string");
   }
-  const rapidjson::Value& ins = inputs->value;
-  impl.shapes.resize(ins.Size());
-  impl.converted.reserve(ins.Size());
-  req.inputs.reserve(ins.Size());
-  size_t binary_at = 0;
-  for (rapidjson::SizeType i = 0; i < ins.Size(); ++i) {
-    const rapidjson::Value& t = ins[i];
-    std::string what = absl::StrCat("inputs[", i, "]");
-    if (!t.IsObject()) return Invalid(what, " must be an object");
-    InferInput in;
-    auto name = t.FindMember("name");
-    if (name == t.MemberEnd() || !name->value.IsString()) {
-      return Invalid(what, ".name must be a string");
+  in.name = absl::string_view(name->value.GetString(), name->value.GetStringLength());
+  what = absl::StrCat("input '", in.name, "'");
+  auto datatype = t.FindMember("datatype");
+  if (datatype == t.MemberEnd() || !datatype->value.IsString()) {
+    return Invalid(what, ".datatype must be a string");
+  }
+  in.datatype = absl::string_view(datatype->value.GetString(), datatype->value.GetStringLength());
+  const DType dtype = DTypeFromOip(in.datatype);
+  if (dtype == DType::kInvalid) {
+    return Invalid(
+        absl::StrCat(what, ": datatype '", in.datatype, "' is not one of ", OipDatatypeList(),
+                     " (COMPLEX and FLOAT8 tensors are served by tensorops.v1.TensorOps only)"));
+  }
+  auto shape = t.FindMember("shape");
+  if (shape == t.MemberEnd() || !shape->value.IsArray()) {
+    return Invalid(what, ".shape must be an array of integers");
+  }
+  std::vector<int64_t>& dims = shapes[i];
+  for (rapidjson::SizeType d = 0; d < shape->value.Size(); ++d) {
+    const rapidjson::Value& v = shape->value[d];
+    if (!v.IsInt64() || v.GetInt64() < 0) {
+      return Invalid(absl::StrCat(what, ".shape[", d, "] must be an integer >= 0"));
     }
-    in.name = absl::string_view(name->value.GetString(), name->value.GetStringLength());
-    what = absl::StrCat("input '", in.name, "'");
-    auto datatype = t.FindMember("datatype");
-    if (datatype == t.MemberEnd() || !datatype->value.IsString()) {
-      return Invalid(what, ".datatype must be a string");
+    dims.push_back(v.GetInt64());
+  }
+  in.shape = dims;
+  for (auto m = t.MemberBegin(); m != t.MemberEnd(); ++m) {
+    const absl::string_view key(m->name.GetString(), m->name.GetStringLength());
+    if (key != "name" && key != "datatype" && key != "shape" && key != "parameters" &&
+        key != "data") {
+      return Invalid(absl::StrCat(what, ": unknown field '", key, "'"));
     }
-    in.datatype = absl::string_view(datatype->value.GetString(), datatype->value.GetStringLength());
-    const DType dtype = DTypeFromOip(in.datatype);
-    if (dtype == DType::kInvalid) {
-      return Invalid(
-          absl::StrCat(what, ": datatype '", in.datatype, "' is not one of ", OipDatatypeList(),
-                       " (COMPLEX and FLOAT8 tensors are served by tensorops.v1.TensorOps only)"));
-    }
-    auto shape = t.FindMember("shape");
-    if (shape == t.MemberEnd() || !shape->value.IsArray()) {
-      return Invalid(what, ".shape must be an array of integers");
-    }
-    std::vector<int64_t>& dims = impl.shapes[i];
-    for (rapidjson::SizeType d = 0; d < shape->value.Size(); ++d) {
-      const rapidjson::Value& v = shape->value[d];
-      if (!v.IsInt64() || v.GetInt64() < 0) {
-        return Invalid(absl::StrCat(what, ".shape[", d, "] must be an integer >= 0"));
-      }
-      dims.push_back(v.GetInt64());
-    }
-    in.shape = dims;
-    for (auto m = t.MemberBegin(); m != t.MemberEnd(); ++m) {
-      const absl::string_view key(m->name.GetString(), m->name.GetStringLength());
-      if (key != "name" && key != "datatype" && key != "shape" && key != "parameters" &&
-          key != "data") {
-        return Invalid(absl::StrCat(what, ": unknown field '", key, "'"));
-      }
-    }
-    std::optional<int64_t> binary_size;
-    bool in_shm = false;
-    if (auto params = t.FindMember("parameters"); params != t.MemberEnd()) {
-      InferParams all;
-      RETURN_IF_ERROR(ToParams(params->value, what, &all));
-      for (auto& [key, p] : all) {
-        if (key == kBinaryDataSize) {
-          if (p.kind != InferParam::Kind::kInt64 || p.int64_value < 0) {
-            return Invalid(what, ".parameters.binary_data_size must be an integer >= 0");
-          }
-          binary_size = p.int64_value;
-        } else {
-          if (key == kShmRegion) in_shm = true;
-          in.parameters.emplace_back(key, p);
+  }
+  RETURN_IF_ERROR(ReadInputData(i, t, dtype, what, binary, binary_at, limits, &in, req));
+  req->inputs.push_back(std::move(in));
+  return absl::OkStatus();
+}
+
+absl::Status JsonInferRequest::Impl::ReadInputData(rapidjson::SizeType i, const rapidjson::Value& t,
+                                                   DType dtype, const std::string& what,
+                                                   absl::string_view binary, size_t* binary_at,
+                                                   const RequestLimits& limits, InferInput* in_ptr,
+                                                   InferRequest* req) {
+  InferInput& in = *in_ptr;
+  const std::vector<int64_t>& dims = shapes[i];
+  std::optional<int64_t> binary_size;
+  bool in_shm = false;
+  if (auto params = t.FindMember("parameters"); params != t.MemberEnd()) {
+    InferParams all;
+    RETURN_IF_ERROR(ToParams(params->value, what, &all));
+    for (auto& [key, p] : all) {
+      if (key == kBinaryDataSize) {
+        if (p.kind != InferParam::Kind::kInt64 || p.int64_value < 0) {
+          return Invalid(what, ".parameters.binary_data_size must be an integer >= 0");
         }
-      }
-    }
-    auto data = t.FindMember("data");
-    const int sources = (data != t.MemberEnd()) + binary_size.has_value() + in_shm;
-    if (sources > 1) {
-      return Invalid(what,
-                     " has more than one of data, binary_data_size and "
-                     "shared_memory_region; give exactly one");
-    }
-    if (binary_size.has_value()) {
-      if (static_cast<uint64_t>(*binary_size) > binary.size() - binary_at) {
-        return Invalid(absl::StrCat(what, ": binary_data_size ", *binary_size, " but only ",
-                                    binary.size() - binary_at,
-                                    " bytes of binary data are left after the JSON"));
-      }
-      const absl::string_view block = binary.substr(binary_at, static_cast<size_t>(*binary_size));
-      binary_at += block.size();
-      if (dtype != DType::kString) {
-        ASSIGN_OR_RETURN(const int64_t need, CheckShape(dtype, dims, what, limits));
-        if (need != *binary_size) {
-          return Invalid(absl::StrCat(what, ": binary_data_size is ", *binary_size, " but shape ",
-                                      ShapeToString(dims), " of ", in.datatype, " needs ", need));
-        }
-      }
-      req.raw_inputs.push_back(block);
-    } else if (data != t.MemberEnd()) {
-      if (i >= impl.captured.size()) {  // RequestHandler captures every inputs[i].data
-        return absl::InternalError(absl::StrCat(what, ": its data was not captured"));
-      }
-      CapturedData& c = impl.captured[i];
-      if (c.duplicate) return Invalid(what, " has data twice");
-      std::string raw;
-      if (c.direct && c.dtype == dtype && c.dims == dims) {
-        RETURN_IF_ERROR(CheckShape(dtype, dims, what, limits).status());
-        if (c.count != c.n) return Invalid(CountError(what, c.count, c.n, dims));
-        RETURN_IF_ERROR(c.first_error);
-        raw = std::move(c.raw);
+        binary_size = p.int64_value;
       } else {
-        ASSIGN_OR_RETURN(raw, ConvertData(c, impl.arena, dtype, dims, what, limits));
+        if (key == kShmRegion) in_shm = true;
+        in.parameters.emplace_back(key, p);
       }
-      impl.converted.push_back(std::move(raw));
-      req.raw_inputs.push_back(impl.converted.back());
-    } else if (!in_shm) {
-      return Invalid(what, " has no data: give data, binary_data_size or shared_memory_region");
-    }
-    req.inputs.push_back(std::move(in));
-  }
-  if (binary_at != binary.size()) {
-    return Invalid(absl::StrCat("the body has ", binary.size() - binary_at,
-                                " bytes after the JSON and the inputs' binary_data_size; "
-                                "Inference-Header-Content-Length or a binary_data_size is wrong"));
-  }
-  if (auto outputs = doc.FindMember("outputs"); outputs != doc.MemberEnd()) {
-    if (!outputs->value.IsArray()) return Invalid("outputs must be an array");
-    for (rapidjson::SizeType i = 0; i < outputs->value.Size(); ++i) {
-      const rapidjson::Value& o = outputs->value[i];
-      const std::string what = absl::StrCat("outputs[", i, "]");
-      if (!o.IsObject()) return Invalid(what, " must be an object");
-      auto name = o.FindMember("name");
-      if (name == o.MemberEnd() || !name->value.IsString()) {
-        return Invalid(what, ".name must be a string");
-      }
-      InferRequestedOutput out;
-      out.name = absl::string_view(name->value.GetString(), name->value.GetStringLength());
-      for (auto m = o.MemberBegin(); m != o.MemberEnd(); ++m) {
-        const absl::string_view key(m->name.GetString(), m->name.GetStringLength());
-        if (key != "name" && key != "parameters") {
-          return Invalid(absl::StrCat(what, ": unknown field '", key, "'"));
-        }
-      }
-      const std::string owhat = absl::StrCat("output '", out.name, "'");
-      bool in_shm = false;
-      std::optional<bool> binary_data;
-      if (auto params = o.FindMember("parameters"); params != o.MemberEnd()) {
-        InferParams all;
-        RETURN_IF_ERROR(ToParams(params->value, owhat, &all));
-        for (auto& [key, p] : all) {
-          if (key == kBinaryData) {
-            if (p.kind != InferParam::Kind::kBool) {
-              return Invalid(owhat, ".parameters.binary_data must be true or false");
-            }
-            binary_data = p.bool_value;
-          } else {
-            if (key == kShmRegion) in_shm = true;
-            out.parameters.emplace_back(key, p);
-          }
-        }
-      }
-      if (in_shm && binary_data.value_or(false)) {
-        return Invalid(owhat, " has both shared_memory_region and binary_data; use one");
-      }
-      if (binary_data.has_value()) impl.output_binary.emplace_back(out.name, *binary_data);
-      if (in_shm) impl.output_shm.emplace_back(out.name);
-      req.outputs.push_back(std::move(out));
     }
   }
-  return r;
+  auto data = t.FindMember("data");
+  const int sources = (data != t.MemberEnd()) + binary_size.has_value() + in_shm;
+  if (sources > 1) {
+    return Invalid(what,
+                   " has more than one of data, binary_data_size and "
+                   "shared_memory_region; give exactly one");
+  }
+  if (binary_size.has_value()) {
+    if (static_cast<uint64_t>(*binary_size) > binary.size() - (*binary_at)) {
+      return Invalid(absl::StrCat(what, ": binary_data_size ", *binary_size, " but only ",
+                                  binary.size() - (*binary_at),
+                                  " bytes of binary data are left after the JSON"));
+    }
+    const absl::string_view block = binary.substr((*binary_at), static_cast<size_t>(*binary_size));
+    (*binary_at) += block.size();
+    if (dtype != DType::kString) {
+      ASSIGN_OR_RETURN(const int64_t need, CheckShape(dtype, dims, what, limits));
+      if (need != *binary_size) {
+        return Invalid(absl::StrCat(what, ": binary_data_size is ", *binary_size, " but shape ",
+                                    ShapeToString(dims), " of ", in.datatype, " needs ", need));
+      }
+    }
+    req->raw_inputs.push_back(block);
+  } else if (data != t.MemberEnd()) {
+    if (i >= captured.size()) {  // RequestHandler captures every inputs[i].data
+      return absl::InternalError(absl::StrCat(what, ": its data was not captured"));
+    }
+    CapturedData& c = captured[i];
+    if (c.duplicate) return Invalid(what, " has data twice");
+    std::string raw;
+    if (c.direct && c.dtype == dtype && c.dims == dims) {
+      RETURN_IF_ERROR(CheckShape(dtype, dims, what, limits).status());
+      if (c.count != c.n) return Invalid(CountError(what, c.count, c.n, dims));
+      RETURN_IF_ERROR(c.first_error);
+      raw = std::move(c.raw);
+    } else {
+      ASSIGN_OR_RETURN(raw, ConvertData(c, arena, dtype, dims, what, limits));
+    }
+    converted.push_back(std::move(raw));
+    req->raw_inputs.push_back(converted.back());
+  } else if (!in_shm) {
+    return Invalid(what, " has no data: give data, binary_data_size or shared_memory_region");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JsonInferRequest::Impl::ReadOutput(rapidjson::SizeType i, const rapidjson::Value& o,
+                                                InferRequest* req) {
+  const std::string what = absl::StrCat("outputs[", i, "]");
+  if (!o.IsObject()) return Invalid(what, " must be an object");
+  auto name = o.FindMember("name");
+  if (name == o.MemberEnd() || !name->value.IsString()) {
+    return Invalid(what, ".name must be a string");
+  }
+  InferRequestedOutput out;
+  out.name = absl::string_view(name->value.GetString(), name->value.GetStringLength());
+  for (auto m = o.MemberBegin(); m != o.MemberEnd(); ++m) {
+    const absl::string_view key(m->name.GetString(), m->name.GetStringLength());
+    if (key != "name" && key != "parameters") {
+      return Invalid(absl::StrCat(what, ": unknown field '", key, "'"));
+    }
+  }
+  const std::string owhat = absl::StrCat("output '", out.name, "'");
+  bool in_shm = false;
+  std::optional<bool> binary_data;
+  if (auto params = o.FindMember("parameters"); params != o.MemberEnd()) {
+    InferParams all;
+    RETURN_IF_ERROR(ToParams(params->value, owhat, &all));
+    for (auto& [key, p] : all) {
+      if (key == kBinaryData) {
+        if (p.kind != InferParam::Kind::kBool) {
+          return Invalid(owhat, ".parameters.binary_data must be true or false");
+        }
+        binary_data = p.bool_value;
+      } else {
+        if (key == kShmRegion) in_shm = true;
+        out.parameters.emplace_back(key, p);
+      }
+    }
+  }
+  if (in_shm && binary_data.value_or(false)) {
+    return Invalid(owhat, " has both shared_memory_region and binary_data; use one");
+  }
+  if (binary_data.has_value()) output_binary.emplace_back(out.name, *binary_data);
+  if (in_shm) output_shm.emplace_back(out.name);
+  req->outputs.push_back(std::move(out));
+  return absl::OkStatus();
 }
 
 bool JsonInferRequest::OutputBinary(absl::string_view name) const {
