@@ -8,13 +8,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
 #include "client/wire_codec.h"
 #include "grpc/health/v1/health.pb.h"
 #include "kernels/huge_pages.h"
@@ -328,33 +329,41 @@ struct StreamedOutput {
 
 // Progress of a streamed call. Flowing, the replies are read on a thread of
 // their own while the calling thread sends; this is what they share, so
-// that the callback still runs on the calling thread.
-// Thread-safe (a mutex); the callback runs on whichever thread calls Report.
+// that the callback still runs on the calling thread only (a caller's
+// callback, the CLI's progress bar say, need not be thread-safe).
+// Thread-safe. std::mutex rather than absl::Mutex so ThreadSanitizer sees it
+// (see kernels/thread_pool.h): with absl::Mutex its reports of this state
+// were suppressed only because an Abseil frame was in the stack.
 class ProgressState {
  public:
   ProgressState(TransferProgress start, const ProgressCallback* callback)
       : progress_(start), callback_(callback) {}
+  // Calling thread only.
   void Sent(int64_t n) {
     {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       progress_.bytes_sent += n;
     }
     Report();
   }
-  // `n` more bytes received. Not flowing, the reading thread is the calling
-  // thread: it reports each chunk itself (`report`).
+  // `n` more bytes received. `report`: the caller is the calling thread
+  // (not flowing: it reads the replies itself), so it reports now.
   void Received(int64_t n, int64_t to_receive, bool report) {
     {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       progress_.bytes_received += n;
       progress_.bytes_to_receive = to_receive;
       ++version_;
     }
+    changed_.notify_one();
     if (report) Report();
   }
   void ReaderDone() {
-    absl::MutexLock lock(&mu_);
-    reader_done_ = true;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      reader_done_ = true;
+    }
+    changed_.notify_one();
   }
   // The calling thread, after sending: reports each change until the reader ends.
   void ReportUntilReaderDone() {
@@ -362,9 +371,8 @@ class ProgressState {
     for (;;) {
       bool done = false;
       {
-        absl::MutexLock lock(&mu_);
-        auto changed = [this, seen] { return reader_done_ || version_ != seen; };
-        mu_.Await(absl::Condition(&changed));
+        std::unique_lock<std::mutex> lock(mu_);
+        changed_.wait(lock, [this, seen] { return reader_done_ || version_ != seen; });
         done = reader_done_;
         seen = version_;
       }
@@ -372,33 +380,36 @@ class ProgressState {
       if (done) return;
     }
   }
-  // Called from the reading thread when it is also the calling thread.
+  // Calling thread only.
   void Report() {
     if (!*callback_) return;
     TransferProgress p;
     {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       p = progress_;
     }
     (*callback_)(p);
   }
 
  private:
-  absl::Mutex mu_;
-  TransferProgress progress_ ABSL_GUARDED_BY(mu_);
-  int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
-  bool reader_done_ ABSL_GUARDED_BY(mu_) = false;
+  std::mutex mu_;
+  std::condition_variable changed_;  // version_ or reader_done_ changed
+  TransferProgress progress_;        // guarded by mu_
+  int64_t version_ = 0;              // guarded by mu_
+  bool reader_done_ = false;         // guarded by mu_
   const ProgressCallback* callback_;
 };
 
 using RawStream = grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
 
 // Reads the replies of one streamed call into its outputs' sinks, checking
-// every offset and CRC-32 (thread-compatible: one thread reads).
+// every offset and CRC-32 (thread-compatible: one thread reads). Flowing
+// (asked for), that is a thread of its own, which never runs the progress
+// callback.
 class ReplyReader {
  public:
   ReplyReader(bool flow, std::vector<StreamSink*> sinks, ProgressState* progress)
-      : flow_(flow), sinks_(std::move(sinks)), progress_(progress) {}
+      : flow_(flow), own_thread_(flow), sinks_(std::move(sinks)), progress_(progress) {}
 
   // Every message until the stream ends or one is wrong (then the caller cancels).
   absl::Status ReadAll(RawStream* stream);
@@ -414,6 +425,9 @@ class ReplyReader {
   // Flowing: asked for, and the server's header says it flows (CRC-32 0; a
   // server from before flowing streams ignores the flag and sends its CRC).
   bool flow_;
+  // Read on a thread of its own (flowing was asked for, whatever the server
+  // answers): progress is reported by the calling thread.
+  const bool own_thread_;
   std::vector<StreamSink*> sinks_;
   ProgressState* progress_;
   std::vector<StreamedOutput> outputs_;
@@ -527,7 +541,7 @@ absl::Status ReplyReader::OnChunk(const ChunkInPlace& chunk) {
     o.crc = Crc32Combine(o.crc, crc, chunk.size);
   }
   o.received += chunk.size;
-  progress_->Received(chunk.size, to_receive_, /*report=*/!flow_);
+  progress_->Received(chunk.size, to_receive_, /*report=*/!own_thread_);
   return absl::OkStatus();
 }
 

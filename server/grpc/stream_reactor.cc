@@ -37,12 +37,11 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "server/grpc/grpc_call_context.h"
 #include "server/v1/stream_execution.h"
 #include "wire/crc32.h"
@@ -89,7 +88,7 @@ class ExecuteStreamReactor final : public StreamReactor {
     if (flow_) {
       grpc::ByteBuffer* write = nullptr;
       {
-        absl::MutexLock lock(&mu_);
+        std::lock_guard<std::mutex> lock(mu_);
         write = TakeWrite();  // the output header
       }
       if (write != nullptr) StartWrite(write);
@@ -247,27 +246,26 @@ class ExecuteStreamReactor final : public StreamReactor {
     grpc::ByteBuffer buffer;
     if (absl::Status s = Serialize(header, &buffer); !s.ok()) return s;
     flow_ = true;
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     Enqueue(std::move(buffer), 0);
     return absl::OkStatus();
   }
 
-  void Enqueue(grpc::ByteBuffer buffer, int64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  void Enqueue(grpc::ByteBuffer buffer, int64_t bytes) {  // mu_ held
     queue_.push_back(std::move(buffer));
     queue_sizes_.push_back(bytes);
     queued_bytes_ += bytes;
     sent_bytes_ += bytes;
   }
 
-  void EnqueueChunks(std::vector<StreamedExecution::OutputChunk>* chunks)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  void EnqueueChunks(std::vector<StreamedExecution::OutputChunk>* chunks) {  // mu_ held
     for (StreamedExecution::OutputChunk& c : *chunks) {
       Enqueue(EncodeChunkInPlace(0, c.offset, c.data, std::move(c.owner), c.crc32),
               static_cast<int64_t>(c.data.size()));
     }
   }
 
-  absl::Status EnqueueTrailer() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  absl::Status EnqueueTrailer() {  // mu_ held
     v1::ExecuteStreamResponse trailer;
     trailer.mutable_trailer()->add_crc32(exec_->flow_output_crc());
     grpc::ByteBuffer buffer;
@@ -278,7 +276,7 @@ class ExecuteStreamReactor final : public StreamReactor {
   }
 
   // The head of the queue to write now, unless one is in flight.
-  grpc::ByteBuffer* TakeWrite() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  grpc::ByteBuffer* TakeWrite() {  // mu_ held
     if (writing_ || queue_.empty()) return nullptr;
     writing_ = true;
     return &queue_.front();
@@ -287,7 +285,7 @@ class ExecuteStreamReactor final : public StreamReactor {
   // Reading waits while the output queued, the input held and one more
   // chunk of each would pass the window; never with nothing queued, since
   // only a write's completion resumes it.
-  bool WindowFull() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  bool WindowFull() const {  // mu_ held
     const RequestLimits& limits = pipeline_->limits();
     return queued_bytes_ > 0 &&
            queued_bytes_ + exec_->held_bytes() + 2 * limits.stream_chunk_bytes >
@@ -295,7 +293,7 @@ class ExecuteStreamReactor final : public StreamReactor {
   }
 
   // A buffered call's next output chunk, with its CRC, or the trailer.
-  absl::Status RefillBuffered() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  absl::Status RefillBuffered() {  // mu_ held
     uint64_t offset = 0;
     absl::string_view data;
     if (!exec_->NextChunk(&offset, &data)) {
@@ -315,7 +313,7 @@ class ExecuteStreamReactor final : public StreamReactor {
     bool read = false;
     bool run_kernel = false;
     {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       if (ended_) return;
       if (!ok) {
         status = FlowEndOfInput(&run_kernel);
@@ -347,7 +345,7 @@ class ExecuteStreamReactor final : public StreamReactor {
   }
 
   // The read side ended: checks, then the trailer (or a buffered call's kernel).
-  absl::Status FlowEndOfInput(bool* run_kernel) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  absl::Status FlowEndOfInput(bool* run_kernel) {  // mu_ held
     input_done_ = true;
     slices_.clear();
     chunk_.pieces.clear();
@@ -376,7 +374,7 @@ class ExecuteStreamReactor final : public StreamReactor {
         [this](absl::Status status) {
           grpc::ByteBuffer* write = nullptr;
           {
-            absl::MutexLock lock(&mu_);
+            std::lock_guard<std::mutex> lock(mu_);
             kernel_running_ = false;
             if (status.ok() && !deferred_.ok()) status = deferred_;
             if (status.ok()) {
@@ -399,7 +397,7 @@ class ExecuteStreamReactor final : public StreamReactor {
     bool finish = false;
     absl::Status status;
     {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       writing_ = false;
       queued_bytes_ -= queue_sizes_.front();
       queue_.pop_front();
@@ -436,7 +434,7 @@ class ExecuteStreamReactor final : public StreamReactor {
     int64_t received = 0;
     int64_t sent = 0;
     {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       if (ended_) return;
       if (kernel_running_) {
         if (deferred_.ok()) deferred_ = status;
@@ -478,20 +476,22 @@ class ExecuteStreamReactor final : public StreamReactor {
   // A flowing call (set in OnHeader, before a read and a write can be in
   // flight together).
   bool flow_ = false;
-  absl::Mutex mu_;
+  // std::mutex rather than absl::Mutex so ThreadSanitizer sees it (see
+  // kernels/thread_pool.h).
+  std::mutex mu_;
   // Messages to write; the head is in flight while writing_.
-  std::deque<grpc::ByteBuffer> queue_ ABSL_GUARDED_BY(mu_);
-  std::deque<int64_t> queue_sizes_ ABSL_GUARDED_BY(mu_);
-  int64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool read_paused_ ABSL_GUARDED_BY(mu_) = false;
-  bool input_done_ ABSL_GUARDED_BY(mu_) = false;
-  bool trailer_queued_ ABSL_GUARDED_BY(mu_) = false;
-  bool kernel_running_ ABSL_GUARDED_BY(mu_) = false;
-  bool sending_buffered_ ABSL_GUARDED_BY(mu_) = false;  // a buffered call's output
-  bool readmitted_ ABSL_GUARDED_BY(mu_) = false;
-  bool ended_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status deferred_ ABSL_GUARDED_BY(mu_);  // an end while the kernel ran
+  std::deque<grpc::ByteBuffer> queue_;  // guarded by mu_
+  std::deque<int64_t> queue_sizes_;     // guarded by mu_
+  int64_t queued_bytes_ = 0;            // guarded by mu_
+  bool writing_ = false;                // guarded by mu_
+  bool read_paused_ = false;            // guarded by mu_
+  bool input_done_ = false;             // guarded by mu_
+  bool trailer_queued_ = false;         // guarded by mu_
+  bool kernel_running_ = false;         // guarded by mu_
+  bool sending_buffered_ = false;       // guarded by mu_: a buffered call's output
+  bool readmitted_ = false;             // guarded by mu_
+  bool ended_ = false;                  // guarded by mu_
+  absl::Status deferred_;               // guarded by mu_: an end while the kernel ran
 };
 
 }  // namespace
