@@ -444,12 +444,19 @@ absl::Status ReplyReader::ReadAll(RawStream* stream) {
   while (stream->Read(&buffer)) {
     if (have_trailer_) return MalformedStream("a message after the trailer");
     // Chunks in the usual encoding are read in place; anything else (the
-    // header, the trailer, unusual encodings) by protobuf.
-    slices.clear();
+    // header, the trailer, unusual encodings) by protobuf. `slices` lets go
+    // of the receive slices before `buffer` does: gRPC 1.51 frees them into
+    // the channel's resource quota, which needs an ExecCtx that only the
+    // buffer's release opens (server/grpc/stream_reactor.cc, ReleaseSlices).
     if (have_header_ && buffer.Dump(&slices).ok() && ReadChunkInPlace(slices, &chunk)) {
-      if (absl::Status s = OnChunk(chunk); !s.ok()) return s;
+      const absl::Status s = OnChunk(chunk);
+      chunk.pieces.clear();
+      slices.clear();
+      if (!s.ok()) return s;
       continue;
     }
+    chunk.pieces.clear();
+    slices.clear();
     resp.Clear();
     if (!grpc::SerializationTraits<v1::ExecuteStreamResponse>::Deserialize(&buffer, &resp).ok()) {
       return MalformedStream("a message that is not an ExecuteStreamResponse");

@@ -130,6 +130,21 @@ class ExecuteStreamReactor final : public StreamReactor {
     return absl::OkStatus();
   }
 
+  // Drops slices_ (request_'s receive slices, viewed while a chunk is
+  // placed) while request_ still holds them, so that request_.Clear() or
+  // its destructor lets go of them last. gRPC 1.51 gives a receive slice's
+  // memory back to the resource quota, which under memory pressure wakes the
+  // quota's reclaimer through grpc_core::ExecCtx::Run; grpc_byte_buffer_destroy
+  // opens an ExecCtx for that, but a grpc::Slice's own unref does not, and
+  // on a callback thread (which has none) the last unref crashed the server
+  // (SIGSEGV in ExecCtx::Run under ~Slice, after a flowing stream's chunk,
+  // --grpc_memory_bytes nearly used up: FlowQuotaTest in
+  // tests/e2e/flow_stream_test.cc).
+  void ReleaseSlices() {
+    chunk_.pieces.clear();
+    slices_.clear();
+  }
+
   absl::Status OnHeader() {
     v1::ExecuteStreamRequest message;
     if (absl::Status s = Parse(&message); !s.ok()) return s;
@@ -154,13 +169,15 @@ class ExecuteStreamReactor final : public StreamReactor {
   }
 
   absl::Status OnChunk(std::vector<StreamedExecution::OutputChunk>* out = nullptr) {
-    slices_.clear();
     if (request_.Dump(&slices_).ok() && ReadChunkInPlace(slices_, &chunk_)) {
-      if (out != nullptr) {
-        return exec_->AddChunk(chunk_.tensor, chunk_.offset, chunk_.pieces, chunk_.crc32, out);
-      }
-      return exec_->AddChunk(chunk_.tensor, chunk_.offset, chunk_.pieces);
+      const absl::Status s =
+          out != nullptr
+              ? exec_->AddChunk(chunk_.tensor, chunk_.offset, chunk_.pieces, chunk_.crc32, out)
+              : exec_->AddChunk(chunk_.tensor, chunk_.offset, chunk_.pieces);
+      ReleaseSlices();
+      return s;
     }
+    ReleaseSlices();
     v1::ExecuteStreamRequest message;
     if (absl::Status s = Parse(&message); !s.ok()) return s;
     if (message.has_header()) {
@@ -180,8 +197,6 @@ class ExecuteStreamReactor final : public StreamReactor {
   // The read side ended: the client closed it (upload complete, or short),
   // or the call broke (cancelled, deadline, disconnect).
   void EndOfUpload() {
-    slices_.clear();  // the last chunk's receive buffers: not needed any more
-    chunk_.pieces.clear();
     if (ctx_->IsCancelled()) {
       End(absl::CancelledError(
           absl::StrCat("the call was cancelled (client cancel, deadline or disconnect) after ",
@@ -347,8 +362,6 @@ class ExecuteStreamReactor final : public StreamReactor {
   // The read side ended: checks, then the trailer (or a buffered call's kernel).
   absl::Status FlowEndOfInput(bool* run_kernel) {  // mu_ held
     input_done_ = true;
-    slices_.clear();
-    chunk_.pieces.clear();
     if (ctx_->IsCancelled()) {
       return absl::CancelledError(
           absl::StrCat("the call was cancelled (client cancel, deadline or disconnect) after ",
@@ -468,7 +481,7 @@ class ExecuteStreamReactor final : public StreamReactor {
   Call call_;
   grpc::ByteBuffer request_;
   grpc::ByteBuffer response_;
-  std::vector<grpc::Slice> slices_;  // request_'s, while a chunk is placed
+  std::vector<grpc::Slice> slices_;  // request_'s, while a chunk is placed (ReleaseSlices)
   ChunkInPlace chunk_;
   std::unique_ptr<StreamedExecution> exec_;
   int64_t sent_bytes_ = 0;
