@@ -239,14 +239,18 @@ absl::Status StreamedExecution::AddChunk(uint32_t tensor, uint64_t offset,
   for (absl::string_view p : pieces) n += static_cast<int64_t>(p.size());
   RETURN_IF_ERROR(CheckChunk(i, offset, n, pieces));
   // A flowing stream's data is held only until its blocks move out.
-  const bool hold = flow_ && i == 0 && !buffered_;
+  bool hold = flow_ && i == 0 && !buffered_;
   if (hold && !planned_ &&
       static_cast<int64_t>(staging_.size()) + n > limits_.stream_window_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "a flowing stream holds at most --stream_window_bytes=", limits_.stream_window_bytes,
-        " bytes of ", InputName(*def_, 0),
-        " before its other inputs are complete; send them "
-        "first (the SDK does)"));
+    // The data came before the small inputs, past the window: the contract
+    // (../shared/api.md, "Streams that flow") says that only delays the
+    // first output, so the call is kept whole instead, as a layout that does
+    // not flow, rather than refused (RESOURCE_EXHAUSTED would also invite a
+    // retry that fails the same way).
+    RETURN_IF_ERROR(BufferWhole(absl::StrCat(
+        "its ", InputName(*def_, 0), " came before its other inputs, past --stream_window_bytes=",
+        limits_.stream_window_bytes, " (send them first to flow)")));
+    hold = false;
   }
   if (!hold && in.received == 0) in.tensor = Tensor(in.dtype, in.shape);
   char* dst = hold ? nullptr : static_cast<char*>(in.tensor.mutable_data()) + in.received;
@@ -292,17 +296,21 @@ absl::Status StreamedExecution::MaybePlan(std::vector<OutputChunk>* out) {
     MoveHeldBlocks(out);
     return absl::OkStatus();
   }
-  // Declined: what was held becomes the start of the whole input, within
+  return BufferWhole("this layout does not flow piecewise (docs/server.md \"Flowing streams\")");
+}
+
+absl::Status StreamedExecution::BufferWhole(absl::string_view why) {
+  // What was held becomes the start of the whole input, within
   // --max_stream_bytes like any call that keeps its tensors.
   Input& data = inputs_[0];
   if (input_bytes_ + output_bytes_ > limits_.max_stream_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "this layout does not flow piecewise (docs/server.md \"Flowing streams\") and is "
-        "buffered whole: it needs ",
-        input_bytes_ + output_bytes_, " bytes of inputs and output (", InputName(*def_, 0),
-        " is shape ", ShapeToString(data.shape), " of ", DTypeName(data.dtype), "); the limit is ",
-        limits_.max_stream_bytes, " (--max_stream_bytes)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(why, ", so it is buffered whole: it needs ", input_bytes_ + output_bytes_,
+                     " bytes of inputs and output (", InputName(*def_, 0), " is shape ",
+                     ShapeToString(data.shape), " of ", DTypeName(data.dtype), "); the limit is ",
+                     limits_.max_stream_bytes, " (--max_stream_bytes)"));
   }
+  buffered_ = true;
   if (data.received > 0) {  // else its first chunk allocates it
     data.tensor = Tensor(data.dtype, data.shape);
     std::memcpy(data.tensor.mutable_data(), staging_.data(), staging_.size());

@@ -23,8 +23,9 @@
 // the small inputs) stays within --stream_window_bytes, which is what
 // budget_bytes() counts, with the output chunks the door has not sent yet.
 // A layout the plan declines (tiny output pieces: time-major ReverseSequence
-// over short rows, a ReverseSequence whose batch axis is the last dim) is
-// buffered instead: buffered() turns true, budget_bytes() grows to the
+// over short rows, a ReverseSequence whose batch axis is the last dim), or
+// data that passes the window before the small inputs are in, is buffered
+// instead: buffered() turns true, budget_bytes() grows to the
 // non-flowing budget (the door admits it again), and the call runs as a
 // non-flowing one whose chunks the door sends with CRCs.
 //
@@ -80,7 +81,8 @@ class StreamedExecution {
   int64_t budget_bytes() const;
   // StreamHeader.flow.
   bool flow() const { return flow_; }
-  // Flowing, but buffered whole because the layout's pieces are tiny.
+  // Flowing, but buffered whole: the layout's pieces are tiny, or the data
+  // passed the window before the small inputs.
   bool buffered() const { return buffered_; }
   // Flowing: input bytes held, waiting for a whole block or the small inputs.
   int64_t held_bytes() const { return static_cast<int64_t>(staging_.size()); }
@@ -104,8 +106,10 @@ class StreamedExecution {
                         absl::Span<const absl::string_view> pieces);
   // The same with the chunk's own CRC-32 (`chunk_crc`, checked when not 0:
   // DATA_LOSS). Flowing, appends the output chunks the input made ready to
-  // `out` (may be null when not flowing); a flowing stream's data held beyond
-  // --stream_window_bytes before the small inputs are in is RESOURCE_EXHAUSTED.
+  // `out` (may be null when not flowing); a flowing stream whose data passes
+  // --stream_window_bytes before the small inputs are in is buffered whole
+  // from then on (buffered() turns true; RESOURCE_EXHAUSTED past
+  // --max_stream_bytes).
   absl::Status AddChunk(uint32_t tensor, uint64_t offset,
                         absl::Span<const absl::string_view> pieces, uint32_t chunk_crc,
                         std::vector<OutputChunk>* out);
@@ -147,6 +151,9 @@ class StreamedExecution {
   // Flowing: once every small input is in (and its CRC right), the plan,
   // and the data held so far moved out.
   absl::Status MaybePlan(std::vector<OutputChunk>* out);
+  // Flowing, from now on kept whole (`why`: for the error past
+  // --max_stream_bytes); what was held becomes the start of the data input.
+  absl::Status BufferWhole(absl::string_view why);
   absl::Status MakePlan();
   // Flowing: the held data's whole blocks moved into output chunks.
   void MoveHeldBlocks(std::vector<OutputChunk>* out);

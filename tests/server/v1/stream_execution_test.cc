@@ -220,25 +220,57 @@ TEST(StreamedExecutionTest, AFlowingRollIsTheNonFlowingOneInBoundedMemory) {
   EXPECT_EQ((*exec)->budget_bytes(), limits.stream_window_bytes + 16);  // window + shift, axes
 }
 
-TEST(StreamedExecutionTest, FlowingDataBeforeTheSmallInputsIsHeldUpToTheWindow) {
+// Data before the small inputs (api.md: that only delays the first output):
+// held up to the window, then the call is kept whole, as a layout that does
+// not flow, and gives the same output; past --max_stream_bytes it is refused.
+TEST(StreamedExecutionTest, FlowingDataBeforeTheSmallInputsIsHeldThenBufferedWhole) {
   RequestLimits limits;
   limits.stream_chunk_bytes = 4096;
   limits.stream_window_bytes = 4 * 4096;
-  const std::string data(64 << 10, 'x');
+  limits.max_stream_bytes = int64_t{1} << 20;
+  std::string data(64 << 10, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7 + i / 4099);
   const Streamed call = RollOf(data, 16, 1, true);
   auto exec = StreamedExecution::Begin(Registry(), call.header, limits);
   ASSERT_TRUE(exec.ok());
   std::vector<StreamedExecution::OutputChunk> out;
+  auto add = [&](uint32_t i, int64_t off, absl::string_view piece) {
+    return (*exec)->AddChunk(i, static_cast<uint64_t>(off), absl::MakeConstSpan(&piece, 1), 0,
+                             &out);
+  };
+  for (int64_t off = 0; off < 64 << 10; off += 4096) {
+    ASSERT_TRUE(add(0, off, absl::string_view(data).substr(off, 4096)).ok()) << off;
+    // Held within the window while it waits; buffered from the fifth chunk.
+    EXPECT_EQ((*exec)->buffered(), off >= 4 * 4096) << off;
+    EXPECT_LE((*exec)->held_bytes(), limits.stream_window_bytes);
+  }
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ((*exec)->budget_bytes(), 2 * (64 << 10) + 16);  // what the door admits again
+  ASSERT_TRUE(add(1, 0, call.inputs[1]).ok());
+  ASSERT_TRUE(add(2, 0, call.inputs[2]).ok());
+  EXPECT_TRUE(out.empty());
+  ASSERT_TRUE((*exec)->EndOfInput().ok());
+  ASSERT_TRUE((*exec)->Run(nullptr, kDefaultMinParallelBytes).ok());
+  std::string got;
+  uint64_t offset = 0;
+  absl::string_view piece;
+  while ((*exec)->NextChunk(&offset, &piece)) got.append(piece.data(), piece.size());
+  EXPECT_TRUE(got == NonFlowing(call, limits));
+  EXPECT_EQ((*exec)->flow_output_crc(), Crc32(0, got.data(), static_cast<int64_t>(got.size())));
+
+  // Buffered whole it must fit --max_stream_bytes (inputs + output).
+  limits.max_stream_bytes = 100 << 10;
+  exec = StreamedExecution::Begin(Registry(), call.header, limits);
+  ASSERT_TRUE(exec.ok());
   absl::Status s;
   int64_t off = 0;
   for (; off < 64 << 10 && s.ok(); off += 4096) {
-    const absl::string_view piece = absl::string_view(data).substr(off, 4096);
-    s = (*exec)->AddChunk(0, off, absl::MakeConstSpan(&piece, 1), 0, &out);
+    s = add(0, off, absl::string_view(data).substr(off, 4096));
   }
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
   EXPECT_THAT(s.message(), HasSubstr("--stream_window_bytes"));
+  EXPECT_THAT(s.message(), HasSubstr("--max_stream_bytes"));
   EXPECT_EQ(off, 5 * 4096);  // the fifth chunk would pass the window
-  EXPECT_TRUE(out.empty());
 }
 
 TEST(StreamedExecutionTest, AFlowingTensorIsNotCappedByMaxStreamBytes) {
