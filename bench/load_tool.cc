@@ -29,7 +29,9 @@
 // --mode=stream measures one large tensor at a time instead (see RunStream):
 // against tensorops, ExecuteStream of a UINT8 Roll of --tensor_bytes bytes,
 // spoken with the generated stubs (header with per-input CRC-32, 1 MiB
-// chunks in order, half-close; then the output header and chunks); against
+// chunks in order, half-close; then the output header and chunks; with
+// --flow=true StreamHeader.flow, the output chunks at any offset while the
+// input goes out, each CRC checked, then the trailer); against
 // echo, EchoStream of the same bytes in the same chunks. --calls calls one
 // after the other; each prints one JSON line with its seconds and GB/s.
 //
@@ -109,6 +111,8 @@ struct Options {
   int64_t tensor_bytes = int64_t{64} << 20;
   int64_t chunk_bytes = int64_t{1} << 20;  // tensorops-server's --stream_chunk_bytes default
   int calls = 3;
+  // tensorops: StreamHeader.flow (output chunks while the input arrives, any order).
+  bool flow = false;
 };
 
 int64_t NowNs() {
@@ -619,6 +623,7 @@ int Usage(const char* bad) {
                "usage: load_tool --target=tensorops|oip|rest|rest_json|echo --address=HOST:PORT\n"
                "  [--mode=unary|stream]\n"
                "  stream: [--tensor_bytes=67108864] [--chunk_bytes=1048576] [--calls=3]\n"
+               "  [--flow=false] (tensorops: StreamHeader.flow)\n"
                "  unary:"
                " [--op=roll|reverse] [--payload_bytes=4096] [--concurrency=1]\n"
                "  [--channels=0 (min(concurrency,4))] [--warmup_seconds=0.5]\n"
@@ -804,6 +809,7 @@ StreamResult StreamTensorOps(v1::TensorOps::Stub* stub, const StreamInput& in, c
   data->set_dtype(v1::DATA_TYPE_UINT8);
   data->add_shape(in.bytes);
   data->set_crc32(crc);
+  h->set_flow(o.flow);
   std::string shift_bytes, axes_bytes;
   AddScalarInput(h, v1::DATA_TYPE_INT64, in.shift, &shift_bytes);
   AddScalarInput(h, v1::DATA_TYPE_INT64, 0, &axes_bytes);
@@ -845,13 +851,17 @@ StreamResult StreamTensorOps(v1::TensorOps::Stub* stub, const StreamInput& in, c
           header_seen = true;
           return true;
         }
+        if (resp.has_trailer()) return o.flow && r.received == in.bytes;
         const v1::TensorChunk& c = resp.chunk();
         const int64_t n = static_cast<int64_t>(c.data().size());
-        if (!header_seen || c.tensor() != 0 || static_cast<int64_t>(c.offset()) != r.received ||
+        const int64_t at = static_cast<int64_t>(c.offset());
+        // Flowing: any offset, each chunk with its CRC; else in order.
+        if (!header_seen || c.tensor() != 0 || (o.flow ? at > in.bytes - n : at != r.received) ||
             r.received + n > in.bytes) {
           return false;
         }
-        if (!OutputMatches(in, true, r.received, c.data().data(), n)) r.verified = false;
+        if (o.flow && c.crc32() != Crc32(c.data().data(), n, 0)) r.verified = false;
+        if (!OutputMatches(in, true, at, c.data().data(), n)) r.verified = false;
         r.received += n;
         return true;
       });
@@ -886,9 +896,9 @@ int RunStreamMode(const Options& o) {
         "{\"mode\":\"stream\",\"target\":\"%s\",\"op\":\"%s\",\"tensor_bytes\":%lld,"
         "\"chunk_bytes\":%lld,\"call\":%d,\"seconds\":%.4f,\"crc_seconds\":%.4f,"
         "\"gb_per_s\":%.3f,\"received\":%lld,\"verified\":%s,\"error\":\"%s\"}\n",
-        o.target.c_str(), echo ? "echo" : "roll_uint8", static_cast<long long>(in.bytes),
-        static_cast<long long>(o.chunk_bytes), i, r.seconds, r.crc_seconds,
-        r.seconds > 0 ? static_cast<double>(in.bytes) / r.seconds / 1e9 : 0.0,
+        o.target.c_str(), echo ? "echo" : (o.flow ? "roll_uint8_flow" : "roll_uint8"),
+        static_cast<long long>(in.bytes), static_cast<long long>(o.chunk_bytes), i, r.seconds,
+        r.crc_seconds, r.seconds > 0 ? static_cast<double>(in.bytes) / r.seconds / 1e9 : 0.0,
         static_cast<long long>(r.received), r.verified ? "true" : "false",
         JsonEscape(r.error).c_str());
     std::fflush(stdout);
@@ -1089,6 +1099,8 @@ int main(int argc, char** argv) {
       o.deadline_seconds = std::atof(v.c_str());
     } else if (Flag(a, "--max_message_bytes", &v)) {
       o.max_message_bytes = std::strtoll(v.c_str(), nullptr, 10);
+    } else if (Flag(a, "--flow", &v)) {
+      o.flow = v == "true" || v == "1";
     } else {
       return Usage(a);
     }

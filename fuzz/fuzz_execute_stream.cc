@@ -63,7 +63,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   limits.max_rank = 8;
   limits.max_stream_bytes = int64_t{1} << 20;
   limits.stream_chunk_bytes = 4096;
-  auto exec = tensorops::StreamedExecution::Begin(Registry(), messages[0].header(), limits);
+  // The non-flowing path (its output after Run, checked against Execute
+  // below); flowing streams are covered by tests/e2e/flow_stream_test.cc.
+  tensorops::v1::StreamHeader stream_header = messages[0].header();
+  stream_header.set_flow(false);
+  auto exec = tensorops::StreamedExecution::Begin(Registry(), stream_header, limits);
   if (!exec.ok()) return 0;
   // What the client sent, per input, to replay through Execute.
   std::vector<std::string> sent(messages[0].header().inputs_size());
@@ -75,7 +79,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::string joined;
       for (absl::string_view p : in_place.pieces) joined.append(p.data(), p.size());
       if (in_place.tensor != chunk.tensor() || in_place.offset != chunk.offset() ||
-          joined != chunk.data() || in_place.size != static_cast<int64_t>(joined.size())) {
+          joined != chunk.data() || in_place.size != static_cast<int64_t>(joined.size()) ||
+          in_place.crc32 != chunk.crc32()) {
         Fail("the in-place chunk reader disagrees with protobuf");
       }
       if (!(*exec)->AddChunk(in_place.tensor, in_place.offset, in_place.pieces).ok()) return 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -364,7 +365,166 @@ bool Fusable(const Shape& shape, int64_t width, absl::Span<const Movement> steps
          FusedChainPlan(shape, width, steps).row_bytes() >= kFusedMinRowBytes;
 }
 
+// Along one axis: the map that undoes `m` (input index -> output index).
+AxisMap Inverse(const AxisMap& m, int64_t n) {
+  if (n <= 1) return {};
+  return {m.sign, Mod(-m.sign * m.offset, n)};
+}
+
+// A rank-0 tensor as one of shape [1] (a Movement of it has no axes).
+std::vector<Movement> WithOneAxis(absl::Span<const Movement> steps) {
+  std::vector<Movement> out(steps.begin(), steps.end());
+  for (Movement& m : out) {
+    if (!m.sequence) m.axes = {DimTransform::Copy()};
+  }
+  return out;
+}
+
 }  // namespace
+
+// One step of the chain as the flow plan undoes it.
+struct FlowPlan::Step {
+  int64_t batch = -1;  // >= 0: a ReverseSequence (batch < split_)
+  int64_t seq = -1;    // its sequence axis (<= split_; == split_: the run axis)
+  std::vector<int64_t> lengths;
+  std::vector<AxisMap> prefix_inv;  // Reverse/Roll: per row dim
+  AxisMap run_inv;                  // and along the run axis
+};
+
+FlowPlan::~FlowPlan() = default;
+
+std::unique_ptr<FlowPlan> FlowPlan::Make(DType dtype, const Shape& shape,
+                                         absl::Span<const Movement> steps, int64_t max_block_bytes,
+                                         int64_t min_row_bytes) {
+  if (shape.empty()) {
+    const std::vector<Movement> padded = WithOneAxis(steps);
+    return Make(dtype, Shape{1}, padded, max_block_bytes, min_row_bytes);
+  }
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  std::vector<bool> coupled(rank, false), is_batch(rank, false);
+  int64_t last = -1;
+  for (const Movement& m : steps) {
+    if (!m.sequence) continue;
+    coupled[m.sequence->batch_axis] = coupled[m.sequence->seq_axis] = true;
+    is_batch[m.sequence->batch_axis] = true;
+    last = std::max({last, m.sequence->batch_axis, m.sequence->seq_axis});
+  }
+  std::unique_ptr<FlowPlan> plan(new FlowPlan());
+  plan->width_ = ElementWidth(dtype);
+  // The run axis: the outermost one whose blocks fit max_block_bytes, but
+  // never before a coupled axis (a batch axis must index the row: its
+  // lengths are per row).
+  int64_t d = rank - 1;
+  for (int64_t blk = plan->width_; d > 0 && blk * shape[d] <= max_block_bytes; --d) {
+    blk *= shape[d];
+  }
+  const int64_t d_min = last < 0 ? 0 : (is_batch[last] ? last + 1 : last);
+  if (d_min >= rank) return nullptr;    // rows of one element
+  const bool coupled_rows = d_min > d;  // the coupling, not the block size, sets the rows
+  d = std::max(d, d_min);
+  plan->split_ = d;
+  plan->row_n_ = shape[d];
+  plan->block_ = plan->width_;
+  for (int64_t a = d + 1; a < rank; ++a) plan->block_ *= shape[a];
+  if (coupled_rows && plan->row_n_ * plan->block_ < min_row_bytes) return nullptr;
+  plan->prefix_.assign(shape.begin(), shape.begin() + d);
+
+  // The trailing dims are free: every step's map along them, composed once.
+  std::vector<Movement> axis_steps;
+  for (const Movement& m : steps) {
+    if (!m.sequence) axis_steps.push_back(m);
+  }
+  const std::vector<AxisMap> free_maps = ComposeAxes(shape, axis_steps);
+  Shape inner_shape(shape.begin() + d + 1, shape.end());
+  std::vector<DimTransform> inner_t;
+  bool inner_identity = true;
+  for (int64_t a = d + 1; a < rank; ++a) {
+    inner_t.push_back(ToTransform(free_maps[a], shape[a]));
+    inner_identity = inner_identity && inner_t.back().kind == Kind::kCopy;
+  }
+  if (!inner_identity) {
+    plan->inner_ = std::make_unique<AxisTransformPlan>(inner_shape, plan->width_, inner_t, false);
+  }
+  for (const Movement& m : steps) {
+    Step s;
+    if (m.sequence) {
+      s.batch = m.sequence->batch_axis;
+      s.seq = m.sequence->seq_axis;
+      s.lengths = m.sequence->lengths;
+      for (int64_t& len : s.lengths) {
+        if (len <= 1) len = 0;  // reverses nothing
+      }
+    } else {
+      bool identity = true;
+      for (int64_t a = 0; a <= d; ++a) {
+        const AxisMap inv = Inverse(FromTransform(m.axes[a], shape[a]), shape[a]);
+        identity = identity && inv.identity();
+        if (a < d) {
+          s.prefix_inv.push_back(inv);
+        } else {
+          s.run_inv = inv;
+        }
+      }
+      if (identity) continue;
+    }
+    plan->steps_.push_back(std::move(s));
+  }
+  return plan;
+}
+
+void FlowPlan::Map(int64_t first, int64_t count, std::vector<Piece>* pieces) const {
+  const int64_t rows = static_cast<int64_t>(prefix_.size());
+  const int64_t row = first / row_n_;
+  absl::InlinedVector<int64_t, 8> idx(rows);
+  for (int64_t a = rows, u = row; a-- > 0;) {
+    idx[a] = u % prefix_[a];
+    u /= prefix_[a];
+  }
+  // Runs {out: input position, x: output position}: the input positions
+  // carried through each step's inverse, first step first.
+  Runs runs, tmp;
+  const int64_t x0 = first % row_n_;
+  runs.assign({Run{x0, x0, count, 1}});
+  for (const Step& s : steps_) {
+    if (s.batch >= 0) {
+      const int64_t len = s.lengths[idx[s.batch]];
+      if (len == 0) continue;
+      if (s.seq < split_) {
+        if (idx[s.seq] < len) idx[s.seq] = len - 1 - idx[s.seq];
+      } else {
+        ReversePrefixRuns(len, &runs, &tmp);
+      }
+      continue;
+    }
+    for (int64_t a = 0; a < rows; ++a) idx[a] = Apply(s.prefix_inv[a], idx[a], prefix_[a]);
+    if (!s.run_inv.identity()) MapRuns(s.run_inv, row_n_, &runs, &tmp);
+  }
+  int64_t out_row = 0;
+  for (int64_t a = 0; a < rows; ++a) out_row = out_row * prefix_[a] + idx[a];
+  if (runs.size() > 1) MergeRuns(&runs);
+  for (const Run& r : runs) {
+    Piece p;
+    p.in_block = row * row_n_ + r.out;
+    p.count = r.count;
+    p.reversed = r.dir < 0 && r.count > 1;
+    p.out_block = out_row * row_n_ + (p.reversed ? r.x - r.count + 1 : r.x);
+    pieces->push_back(p);
+  }
+}
+
+void FlowPlan::Move(const Piece& p, const char* in, char* out) const {
+  if (inner_ != nullptr) {
+    if (p.reversed) {
+      inner_->RunRowsUnfenced(in + (p.count - 1) * block_, -block_, out, block_, p.count);
+    } else {
+      inner_->RunRowsUnfenced(in, block_, out, block_, p.count);
+    }
+  } else if (p.reversed) {
+    ReverseBlocks(out, in, p.count, block_);
+  } else {
+    std::memcpy(out, in, static_cast<size_t>(p.count * block_));
+  }
+}
 
 PreparedOp PlanMovements(DType dtype, const Shape& shape, const void* in,
                          absl::Span<const Movement> steps) {

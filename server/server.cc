@@ -162,6 +162,12 @@ absl::Status ServerOptions::Validate() const {
         absl::StrCat("--stream_chunk_bytes must be at least ", kMinStreamChunkBytes,
                      ", and --max_message_bytes at least ", kMinStreamChunkBytes, " + 64 KiB"));
   }
+  if (limits.stream_window_bytes < kMinStreamWindowChunks * EffectiveStreamChunkBytes()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--stream_window_bytes is ", limits.stream_window_bytes,
+                     "; it must be at least ", kMinStreamWindowChunks, " x the stream chunk (",
+                     kMinStreamWindowChunks * EffectiveStreamChunkBytes(), " bytes)"));
+  }
   // The TLS files are checked (paired, readable) where Start reads them.
   return absl::OkStatus();
 }

@@ -147,6 +147,12 @@ ABSL_FLAG(int64_t, max_stream_bytes, tensorops::RequestLimits().max_stream_bytes
 ABSL_FLAG(int64_t, stream_chunk_bytes, tensorops::kDefaultStreamChunkBytes,
           "Largest ExecuteStream chunk accepted, and the size of the chunks sent back "
           "(at least 4096; capped at --max_message_bytes minus 64 KiB).");
+ABSL_FLAG(int64_t, stream_window_bytes, tensorops::kDefaultStreamWindowBytes,
+          "Most bytes one flowing ExecuteStream (StreamHeader.flow) holds at a time: input being "
+          "placed plus output not yet sent, whatever the tensor's size; admission counts this "
+          "for it instead of its inputs and output (at least 4 x --stream_chunk_bytes). "
+          "Layouts whose output pieces are tiny (docs/server.md) are buffered within "
+          "--max_stream_bytes instead.");
 // Transport security and connection management (README "Security").
 ABSL_FLAG(std::string, tls_cert, "",
           "PEM server certificate chain; with --tls_key, the gRPC and HTTP ports serve TLS "
@@ -337,6 +343,7 @@ void CallFlags(const tensorops::MemoryBudget& budget, tensorops::ServerOptions* 
   options->limits.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
   options->limits.max_stream_bytes = absl::GetFlag(FLAGS_max_stream_bytes);
   options->limits.stream_chunk_bytes = absl::GetFlag(FLAGS_stream_chunk_bytes);
+  options->limits.stream_window_bytes = absl::GetFlag(FLAGS_stream_window_bytes);
 }
 
 // Every flag into ServerOptions, validated (Start validates too; checked

@@ -41,4 +41,32 @@ uint32_t Crc32(uint32_t crc, const void* data, int64_t size, ThreadPool* pool) {
   return static_cast<uint32_t>(total);
 }
 
+uint32_t Crc32Combine(uint32_t crc_a, uint32_t crc_b, int64_t size_b) {
+  return static_cast<uint32_t>(crc32_combine(crc_a, crc_b, static_cast<z_off_t>(size_b)));
+}
+
+uint32_t Crc32OfZeros(int64_t n) {
+  // zlib's crc32_combine(a, 0, n) multiplies a by x^(8n): what the CRC
+  // register's start value 0xffffffff becomes over n zeros, before the final
+  // inversion.
+  return static_cast<uint32_t>(crc32_combine(0xffffffffUL, 0, static_cast<z_off_t>(n))) ^
+         0xffffffffu;
+}
+
+Crc32OfPieces::Crc32OfPieces(int64_t total) : total_(total) {}
+
+void Crc32OfPieces::Add(int64_t offset, int64_t size, uint32_t crc) {
+  // crc(whole) = crc(zeros(total)) ^ XOR over pieces of
+  //   shift(crc(piece) ^ crc(zeros(size)), bytes after the piece):
+  // a piece among zeros differs from all zeros by its linear part only.
+  if (size != zeros_size_) {
+    zeros_size_ = size;
+    zeros_crc_ = Crc32OfZeros(size);
+  }
+  const int64_t after = total_ - offset - size;
+  shares_ ^= static_cast<uint32_t>(crc32_combine(crc ^ zeros_crc_, 0, static_cast<z_off_t>(after)));
+}
+
+uint32_t Crc32OfPieces::Value() const { return shares_ ^ Crc32OfZeros(total_); }
+
 }  // namespace tensorops

@@ -24,6 +24,14 @@ inline constexpr int64_t kStreamFramingReserveBytes = int64_t{64} << 10;
 inline constexpr int64_t kMinStreamChunkBytes = 4096;
 // The default (and largest useful) chunk of a streamed tensor.
 inline constexpr int64_t kDefaultStreamChunkBytes = int64_t{1} << 20;
+// The default window of a flowing ExecuteStream (StreamHeader.flow): what one
+// such stream holds at most, whatever its tensor's size. 16 MiB: 16 chunks
+// in flight is as fast as 32 here (bench/flow_table.sh), and 8 flowing
+// streams then fit the in-flight budget of a 512 MiB container (40%: 205 MiB).
+inline constexpr int64_t kDefaultStreamWindowBytes = int64_t{16} << 20;
+// The smallest window: room for a chunk being placed, its output and a
+// chunk being sent, each up to stream_chunk_bytes.
+inline constexpr int64_t kMinStreamWindowChunks = 4;
 
 struct RequestLimits {
   // Rank of any input tensor (NumPy's NPY_MAXDIMS). INVALID_ARGUMENT past it.
@@ -41,11 +49,14 @@ struct RequestLimits {
   int64_t max_stream_bytes = int64_t{8} << 30;
   // ExecuteStream: the largest chunk accepted, and the size of the chunks sent.
   int64_t stream_chunk_bytes = kDefaultStreamChunkBytes;
+  // A flowing ExecuteStream: the bytes it may hold (input being placed,
+  // output not yet sent) and what admission counts for it.
+  int64_t stream_window_bytes = kDefaultStreamWindowBytes;
 
   // No limit at all (what the client SDK uses to decode replies).
   static RequestLimits Unlimited() {
     constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-    return RequestLimits{kMax, kMax, kMax, kMax, kMax, kMax};
+    return RequestLimits{kMax, kMax, kMax, kMax, kMax, kMax, kMax};
   }
 };
 

@@ -11,6 +11,7 @@ constexpr uint8_t kChunkTag = (2 << 3) | 2;   // ExecuteStream{Request,Response}
 constexpr uint8_t kTensorTag = (1 << 3) | 0;  // TensorChunk.tensor, varint
 constexpr uint8_t kOffsetTag = (2 << 3) | 0;  // TensorChunk.offset, varint
 constexpr uint8_t kDataTag = (3 << 3) | 2;    // TensorChunk.data, length-delimited
+constexpr uint8_t kCrcTag = (4 << 3) | 0;     // TensorChunk.crc32, varint
 
 // Reads bytes across a message's slices.
 class SliceCursor {
@@ -114,20 +115,37 @@ bool ReadChunkInPlace(const std::vector<grpc::Slice>& slices, ChunkInPlace* chun
   }
   if (tag != kDataTag) return false;
   uint64_t size = 0;
-  if (!in.ReadVarint(&size) || size == 0 || size != static_cast<uint64_t>(in.remaining())) {
+  if (!in.ReadVarint(&size) || size == 0 || size > static_cast<uint64_t>(in.remaining())) {
     return false;
+  }
+  chunk->pieces.clear();
+  in.Take(static_cast<int64_t>(size), &chunk->pieces);
+  // crc32 (field 4) follows `data` when it is not 0; nothing else may.
+  uint32_t crc = 0;
+  if (in.remaining() > 0) {
+    uint64_t v = 0;
+    if (!in.ReadVarint(&tag) || tag != kCrcTag || !in.ReadVarint(&v) ||
+        v > std::numeric_limits<uint32_t>::max() || in.remaining() != 0) {
+      return false;
+    }
+    crc = static_cast<uint32_t>(v);
   }
   chunk->tensor = tensor;
   chunk->offset = offset;
   chunk->size = static_cast<int64_t>(size);
-  chunk->pieces.clear();
-  in.Take(chunk->size, &chunk->pieces);
+  chunk->crc32 = crc;
   return true;
 }
 
 grpc::ByteBuffer EncodeChunkInPlace(uint32_t tensor, uint64_t offset, absl::string_view data,
-                                    std::shared_ptr<const void> owner) {
+                                    std::shared_ptr<const void> owner, uint32_t crc32) {
   const uint64_t n = data.size();
+  // crc32 after `data`, in field-number order (left out when 0, as proto3 does).
+  std::string suffix;
+  if (crc32 != 0) {
+    suffix.push_back(static_cast<char>(kCrcTag));
+    PutVarint(crc32, &suffix);
+  }
   // The chunk message's bytes before `data`, as protobuf writes them (proto3
   // leaves out zero scalars).
   std::string inner;
@@ -142,15 +160,17 @@ grpc::ByteBuffer EncodeChunkInPlace(uint32_t tensor, uint64_t offset, absl::stri
   inner.push_back(static_cast<char>(kDataTag));
   PutVarint(n, &inner);
   std::string prefix;
-  prefix.reserve(inner.size() + 2 + VarintSize(inner.size() + n));
+  const uint64_t body = inner.size() + n + suffix.size();
+  prefix.reserve(inner.size() + 2 + VarintSize(body));
   prefix.push_back(static_cast<char>(kChunkTag));
-  PutVarint(inner.size() + n, &prefix);
+  PutVarint(body, &prefix);
   prefix += inner;
-  grpc::Slice slices[2] = {grpc::Slice(prefix),
+  grpc::Slice slices[3] = {grpc::Slice(prefix),
                            // gRPC's slice API takes a mutable pointer; it never writes through it.
                            grpc::Slice(const_cast<char*>(data.data()), data.size(), &ReleaseOwner,
-                                       new std::shared_ptr<const void>(std::move(owner)))};
-  return grpc::ByteBuffer(slices, 2);
+                                       new std::shared_ptr<const void>(std::move(owner))),
+                           grpc::Slice(suffix)};
+  return grpc::ByteBuffer(slices, suffix.empty() ? 2 : 3);
 }
 
 }  // namespace tensorops

@@ -10,7 +10,7 @@
 // This file knows the protobuf encoding of exactly one message shape, which
 // ExecuteStreamRequest and ExecuteStreamResponse share:
 //   { chunk (2) = TensorChunk { tensor (1, varint), offset (2, varint),
-//                               data (3, bytes) } }
+//                               data (3, bytes), crc32 (4, varint) } }
 // and leaves every other message (headers, unusual but valid encodings) to
 // protobuf, so the wire contract is still the .proto's.
 //
@@ -34,13 +34,14 @@ namespace tensorops {
 struct ChunkInPlace {
   uint32_t tensor = 0;
   uint64_t offset = 0;
-  int64_t size = 0;  // bytes of `data`, the sum of the pieces' sizes
+  int64_t size = 0;    // bytes of `data`, the sum of the pieces' sizes
+  uint32_t crc32 = 0;  // TensorChunk.crc32 (0: not set)
   std::vector<absl::string_view> pieces;
 };
 
 // Reads one serialised ExecuteStreamRequest or ExecuteStreamResponse (its
 // bytes are `slices`, in order). True, with `chunk` filled, when the message is a single non-empty
-// `chunk` whose fields come in field-number order with `data` last and once:
+// `chunk` whose fields come in field-number order, each once, `data` last but for `crc32`:
 // what every protobuf serialiser writes. False for anything else (a header,
 // an empty chunk, repeated or reordered fields, unknown fields, malformed
 // bytes): the caller parses those with protobuf, which decides what they
@@ -52,10 +53,11 @@ struct ChunkInPlace {
 bool ReadChunkInPlace(const std::vector<grpc::Slice>& slices, ChunkInPlace* chunk);
 
 // An ExecuteStreamRequest or ExecuteStreamResponse (the same bytes) holding
-// chunk {tensor, offset, data} whose `data` slice points into `data`'s memory: `owner` (which keeps
-// that memory alive) is held until gRPC releases the slice, which may be after the write completes.
+// chunk {tensor, offset, data, crc32} whose `data` slice points into `data`'s memory: `owner`
+// (which keeps that memory alive) is held until gRPC releases the slice, which may be after the
+// write completes. crc32 0 is left out (proto3's default).
 grpc::ByteBuffer EncodeChunkInPlace(uint32_t tensor, uint64_t offset, absl::string_view data,
-                                    std::shared_ptr<const void> owner);
+                                    std::shared_ptr<const void> owner, uint32_t crc32 = 0);
 
 }  // namespace tensorops
 

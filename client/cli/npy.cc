@@ -4,6 +4,7 @@
 // '\n' so that the data starts at a multiple of 64 bytes, then the data.
 #include "client/cli/npy.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -57,7 +58,7 @@ absl::StatusOr<std::string> DictValue(absl::string_view dict, absl::string_view 
 
 }  // namespace
 
-absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes, absl::string_view what) {
+absl::StatusOr<NpyLayout> ParseNpyHeader(absl::string_view bytes, absl::string_view what) {
   auto fail = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": ", why));
   };
@@ -133,31 +134,49 @@ absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes, absl::string_view what)
     if (dim != 0 && n > (INT64_MAX / 16) / dim) return fail("shape too large");
     n *= dim;
   }
-  const int64_t need = n * DataTypeWidth(dtype);
-  const int64_t have = static_cast<int64_t>(bytes.size() - data_start);
-  if (have != need) {
-    return fail(absl::StrCat("data has ", have, " bytes, shape (", absl::StrJoin(shape, ", "),
-                             ") of ", d, " needs ", need));
+  NpyLayout layout;
+  layout.dtype = dtype;
+  layout.shape = std::move(shape);
+  layout.data_offset = static_cast<int64_t>(data_start);
+  layout.data_bytes = n * DataTypeWidth(dtype);
+  layout.descr = d;
+  return layout;
+}
+
+absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes, absl::string_view what) {
+  absl::StatusOr<NpyLayout> layout = ParseNpyHeader(bytes, what);
+  if (!layout.ok()) return layout.status();
+  const int64_t have = static_cast<int64_t>(bytes.size()) - layout->data_offset;
+  if (have != layout->data_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": data has ", have, " bytes, shape (",
+                                                   absl::StrJoin(layout->shape, ", "), ") of ",
+                                                   layout->descr, " needs ", layout->data_bytes));
   }
-  return Tensor::Copy(dtype, std::move(shape), bytes.data() + data_start);
+  const char* data = bytes.data() + layout->data_offset;
+  return Tensor::Copy(layout->dtype, std::move(layout->shape), data);
 }
 
 namespace {
 
-// The .npy header (magic, version, length, dict, padding) for `tensor`.
 absl::StatusOr<std::string> NpyHeader(const Tensor& tensor) {
+  return NpyHeaderFor(tensor.dtype(), tensor.shape());
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> NpyHeaderFor(DataType dtype, const std::vector<int64_t>& dims) {
   const char* code = nullptr;
   for (const Descr& e : kDescrs) {
-    if (e.dtype == tensor.dtype()) code = e.code;
+    if (e.dtype == dtype) code = e.code;
   }
   if (code == nullptr) {
     return absl::InvalidArgumentError(
-        absl::StrCat("cannot write ", DataTypeName(tensor.dtype()),
+        absl::StrCat("cannot write ", DataTypeName(dtype),
                      " to .npy: NumPy has no such dtype (print it instead, without --output)"));
   }
-  const char order = DataTypeWidth(tensor.dtype()) == 1 ? '|' : '<';
-  std::string shape = absl::StrJoin(tensor.shape(), ", ");
-  if (tensor.shape().size() == 1) shape += ",";
+  const char order = DataTypeWidth(dtype) == 1 ? '|' : '<';
+  std::string shape = absl::StrJoin(dims, ", ");
+  if (dims.size() == 1) shape += ",";
   std::string dict = absl::StrCat("{'descr': '", std::string(1, order), code,
                                   "', 'fortran_order': False, 'shape': (", shape, "), }");
   // Version 1.0 holds headers up to 65535 bytes; pad so data starts on 64.
@@ -174,8 +193,6 @@ absl::StatusOr<std::string> NpyHeader(const Tensor& tensor) {
   out += dict;
   return out;
 }
-
-}  // namespace
 
 absl::StatusOr<std::string> SerializeNpy(const Tensor& tensor) {
   absl::StatusOr<std::string> out = NpyHeader(tensor);
@@ -198,6 +215,43 @@ absl::StatusOr<Tensor> ReadNpyFile(const std::string& path) {
     return absl::DataLossError(absl::StrCat("cannot read ", path));
   }
   return ParseNpy(bytes, path);
+}
+
+absl::StatusOr<NpyLayout> ReadNpyLayout(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in)
+    return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  const std::streamoff size = in.tellg();
+  // The header only: magic, version, its length, then the dict.
+  std::string head(static_cast<size_t>(std::min<std::streamoff>(size, 12)), '\0');
+  in.seekg(0);
+  if (!in.read(head.data(), static_cast<std::streamsize>(head.size()))) {
+    return absl::DataLossError(absl::StrCat("cannot read ", path));
+  }
+  size_t header_end = head.size();
+  if (head.size() >= 10 && head[6] == 1) {
+    header_end = 10 + (static_cast<unsigned char>(head[8]) |
+                       (static_cast<size_t>(static_cast<unsigned char>(head[9])) << 8));
+  } else if (head.size() >= 12 && (head[6] == 2 || head[6] == 3)) {
+    size_t len = 0;
+    for (int i = 0; i < 4; ++i)
+      len |= static_cast<size_t>(static_cast<unsigned char>(head[8 + i])) << (8 * i);
+    header_end = 12 + len;
+  }
+  header_end = std::min<size_t>(header_end, static_cast<size_t>(size));
+  head.resize(header_end);
+  in.seekg(0);
+  if (!in.read(head.data(), static_cast<std::streamsize>(head.size()))) {
+    return absl::DataLossError(absl::StrCat("cannot read ", path));
+  }
+  absl::StatusOr<NpyLayout> layout = ParseNpyHeader(head, path);
+  if (!layout.ok()) return layout;
+  if (size - layout->data_offset != layout->data_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": data has ", size - layout->data_offset, " bytes, shape (",
+        absl::StrJoin(layout->shape, ", "), ") of ", layout->descr, " needs ", layout->data_bytes));
+  }
+  return layout;
 }
 
 absl::Status WriteNpyFile(const std::string& path, const Tensor& tensor) {

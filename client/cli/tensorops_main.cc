@@ -50,7 +50,9 @@ commands:
         --input @FILE.npy   a NumPy .npy file (little-endian, C order)
         --attr NAME=VALUE   an attribute; numbers are sent as numbers,
                          anything else as a string
-        --output FILE.npy   write the result to FILE.npy instead of printing it
+        --output FILE.npy   write the result to FILE.npy instead of printing it;
+                         with --input @FILE.npy first and a streamed call,
+                         the data flows file to file in constant memory
         --stream auto|always|never   send the tensors in chunks (ExecuteStream):
                          auto (default) from --stream_threshold bytes of inputs
         --stream_threshold BYTES     default 67108864 (64 MiB)
@@ -409,9 +411,61 @@ void PrintTrace(const CallTrace& trace, const absl::Status& status) {
   }
 }
 
+// The streamed call's first input read from its .npy file and the output
+// written to one, both by offset (StreamSource/StreamSink): neither file is
+// ever in memory. nullopt: the call is not one for this path.
+std::optional<int> RunFileToFile(const Args& args, const Client& client, const CallOptions& call,
+                                 std::vector<ChainStep>* ops) {
+  const InputSpec& first = args.ops.front().inputs.front();
+  if (args.output.empty() || !absl::StartsWith(first.text, "@") ||
+      args.transport == Transport::kUnary) {
+    return std::nullopt;
+  }
+  const std::string path = first.text.substr(1);
+  absl::StatusOr<NpyLayout> layout = ReadNpyLayout(path);
+  if (!layout.ok()) {
+    return Fail(
+        {1, absl::StrCat(args.ops.front().Name(0), "--input 1: ", layout.status().message())});
+  }
+  if (args.transport == Transport::kAuto && layout->data_bytes < args.stream_threshold) {
+    return std::nullopt;
+  }
+  absl::StatusOr<std::unique_ptr<StreamSource>> source =
+      FileSource(path, layout->data_offset, layout->dtype, layout->shape);
+  if (!source.ok()) return Fail({1, std::string(source.status().message())});
+  absl::Status header_error;
+  std::unique_ptr<StreamSink> sink =
+      FileSink(args.output, [&header_error](DataType dtype, const std::vector<int64_t>& shape) {
+        absl::StatusOr<std::string> h = NpyHeaderFor(dtype, shape);
+        if (!h.ok()) header_error = h.status();
+        return h.ok() ? *h : std::string();
+      });
+  ChainStep head = std::move(ops->front());
+  std::vector<ChainStep> then(std::make_move_iterator(ops->begin() + 1),
+                              std::make_move_iterator(ops->end()));
+  CallOptions with_progress = call;
+  std::optional<ProgressBar> bar;
+  if (args.progress == "always" || (args.progress == "auto" && isatty(STDERR_FILENO))) {
+    bar.emplace(args.progress == "always");
+    with_progress.progress = [&bar](const TransferProgress& p) { bar->Update(p); };
+  }
+  CallTrace trace;
+  if (args.verbose) with_progress.trace = &trace;
+  absl::Status st = client.ExecuteStreamed(head.op, head.attrs, source->get(), head.inputs, then,
+                                           sink.get(), with_progress);
+  if (bar.has_value()) bar->Done();
+  if (args.verbose) PrintTrace(trace, st);
+  if (st.ok() && !header_error.ok()) st = header_error;
+  if (!st.ok()) return Fail(FromStatus(st));
+  std::printf("wrote %s: %s %s\n", args.output.c_str(),
+              std::string(DataTypeName(layout->dtype)).c_str(), FormatShape(layout->shape).c_str());
+  return 0;
+}
+
 int Run(const Args& args, const Client& client, const CallOptions& call) {
   // The first op's first input is the chain's data; the rest of its inputs
-  // and every later op's are steps' inputs (see Client::Chain).
+  // and every later op's are steps' inputs (see Client::Chain). A .npy data
+  // input streamed to a .npy output is not read here (RunFileToFile).
   std::vector<ChainStep> ops(args.ops.size());
   for (size_t o = 0; o < args.ops.size(); ++o) {
     const OpSpec& spec = args.ops[o];
@@ -419,6 +473,10 @@ int Run(const Args& args, const Client& client, const CallOptions& call) {
     ops[o].attrs = spec.attrs;
     for (size_t i = 0; i < spec.inputs.size(); ++i) {
       const InputSpec& in = spec.inputs[i];
+      if (o == 0 && i == 0 && !args.output.empty() && absl::StartsWith(in.text, "@")) {
+        ops[o].inputs.emplace_back();  // read below, whole or streamed
+        continue;
+      }
       absl::StatusOr<Tensor> t = absl::StartsWith(in.text, "@")
                                      ? ReadNpyFile(in.text.substr(1))
                                      : ParseTensor(in.text, in.dtype, in.shape);
@@ -428,6 +486,17 @@ int Run(const Args& args, const Client& client, const CallOptions& call) {
       }
       ops[o].inputs.push_back(*std::move(t));
     }
+  }
+  const InputSpec& first = args.ops.front().inputs.front();
+  if (!args.output.empty() && absl::StartsWith(first.text, "@")) {
+    std::vector<ChainStep> streamed = ops;
+    streamed.front().inputs.erase(streamed.front().inputs.begin());
+    if (std::optional<int> rc = RunFileToFile(args, client, call, &streamed)) return *rc;
+    absl::StatusOr<Tensor> t = ReadNpyFile(first.text.substr(1));
+    if (!t.ok()) {
+      return Fail({1, absl::StrCat(args.ops.front().Name(0), "--input 1: ", t.status().message())});
+    }
+    ops.front().inputs.front() = *std::move(t);
   }
   Tensor data = ops.front().inputs.front();
   ops.front().inputs.erase(ops.front().inputs.begin());

@@ -4,7 +4,9 @@
 // The method is served raw (grpc::ByteBuffer messages; TensorOpsService
 // registers it so): the reactor reads and writes chunks in place.
 //
-// Thread-safety: one reactor per call; gRPC serialises its callbacks.
+// Thread-safety: one reactor per call. A non-flowing call's callbacks come
+// one after another; a flowing call (StreamHeader.flow) has a read and a write
+// in flight at once, whose callbacks a mutex inside the reactor serialises.
 #ifndef TENSOROPS_SERVER_GRPC_STREAM_REACTOR_H_
 #define TENSOROPS_SERVER_GRPC_STREAM_REACTOR_H_
 

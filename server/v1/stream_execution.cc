@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -33,6 +34,49 @@ absl::Status TooBig(const RequestLimits& limits, absl::string_view what, int64_t
       "); the limit is ", limits.max_stream_bytes, " (--max_stream_bytes)"));
 }
 
+// Rows of a flow plan below this would make output chunks too small to be
+// worth a message each (docs/server.md "Flowing streams").
+constexpr int64_t kFlowMinRowBytes = 4096;
+
+}  // namespace
+
+// Output chunk buffers of one flowing stream, recycled: a stream allocates
+// only the buffers its window holds in flight, once, instead of a buffer per
+// chunk (a 16 GiB stream: 16384 of them) freed on whichever gRPC thread
+// releases its slice, into that thread's malloc arena.
+//
+// Thread-safety: Get on the stream's thread, the buffers' release on any.
+class StreamedExecution::BufferPool : public std::enable_shared_from_this<BufferPool> {
+ public:
+  explicit BufferPool(int64_t size) : size_(size) {}
+  std::shared_ptr<char> Get() {
+    char* p = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!free_.empty()) {
+        p = free_.back().release();
+        free_.pop_back();
+      }
+    }
+    if (p == nullptr) p = new char[size_];
+    return std::shared_ptr<char>(p, [pool = shared_from_this()](char* q) { pool->Put(q); });
+  }
+
+ private:
+  void Put(char* p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.emplace_back(p);
+  }
+
+  const int64_t size_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<char[]>> free_;
+};
+
+namespace {
+// The largest flowing tensor: sums of a few of them stay in int64_t.
+constexpr int64_t kMaxFlowBytes = int64_t{1} << 60;
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<StreamedExecution>> StreamedExecution::Begin(
@@ -62,10 +106,13 @@ absl::StatusOr<std::unique_ptr<StreamedExecution>> StreamedExecution::Begin(
     const absl::Span<const int64_t> dims(h.shape().data(), h.shape_size());
     ASSIGN_OR_RETURN(const int64_t bytes,
                      CheckedByteSize(dims, ElementWidth(dtype), absl::StrCat(what, ".shape")));
-    if (bytes > limits.max_stream_bytes - total) {
+    // A flowing stream's data never lies whole in memory: only the window
+    // (and a layout buffered whole, checked when the plan declines it).
+    const bool flowing_data = header.flow() && i == 0;
+    if (flowing_data ? bytes > kMaxFlowBytes : bytes > limits.max_stream_bytes - total) {
       return TooBig(limits, what, bytes, dims, dtype);
     }
-    total += bytes;
+    if (!flowing_data) total += bytes;
     s->input_bytes_ += bytes;
     Input in;
     in.dtype = dtype;
@@ -99,13 +146,34 @@ absl::StatusOr<std::unique_ptr<StreamedExecution>> StreamedExecution::Begin(
     const std::string what = absl::StrCat("output[", o, "]");
     ASSIGN_OR_RETURN(const int64_t bytes,
                      CheckedByteSize(outputs[o].shape, ElementWidth(outputs[o].dtype), what));
-    if (bytes > limits.max_stream_bytes - total) {
+    if (header.flow() ? bytes > kMaxFlowBytes : bytes > limits.max_stream_bytes - total) {
       return TooBig(limits, what, bytes, outputs[o].shape, outputs[o].dtype);
     }
-    total += bytes;
+    if (!header.flow()) total += bytes;
     s->output_bytes_ += bytes;
   }
+  s->out_dtype_ = outputs[0].dtype;
+  s->out_shape_ = outputs[0].shape;
+  if (header.flow()) {
+    s->flow_ = true;
+    s->out_crc_ = std::make_unique<Crc32OfPieces>(s->output_bytes_);
+    s->buffers_ = std::make_shared<BufferPool>(limits.stream_chunk_bytes);
+    // An op with no small inputs (or only empty ones) is planned now.
+    std::vector<OutputChunk> none;  // nothing is held yet
+    RETURN_IF_ERROR(s->MaybePlan(&none));
+  }
   return s;
+}
+
+int64_t StreamedExecution::budget_bytes() const {
+  if (!flow_ || buffered_) return input_bytes_ + output_bytes_;
+  // A stream smaller than its window holds no more than a non-flowing one.
+  const int64_t data = inputs_[0].bytes;
+  return std::min(limits_.stream_window_bytes, data + output_bytes_) + (input_bytes_ - data);
+}
+
+uint32_t StreamedExecution::flow_output_crc() const {
+  return buffered_ ? output_crc_ : out_crc_->Value();
 }
 
 absl::Status StreamedExecution::AddChunk(const v1::TensorChunk& chunk) {
@@ -115,15 +183,13 @@ absl::Status StreamedExecution::AddChunk(const v1::TensorChunk& chunk) {
 
 absl::Status StreamedExecution::AddChunk(uint32_t tensor, uint64_t offset,
                                          absl::Span<const absl::string_view> pieces) {
-  const int64_t num_inputs = static_cast<int64_t>(inputs_.size());
-  if (tensor >= num_inputs) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("chunk.tensor is ", tensor, " but the header has ", num_inputs, " inputs"));
-  }
-  const int i = static_cast<int>(tensor);
-  Input& in = inputs_[i];
-  int64_t n = 0;
-  for (absl::string_view p : pieces) n += static_cast<int64_t>(p.size());
+  std::vector<OutputChunk> unsent;  // a caller of this form does not send a flowing output
+  return AddChunk(tensor, offset, pieces, 0, &unsent);
+}
+
+absl::Status StreamedExecution::CheckChunk(int i, uint64_t offset, int64_t n,
+                                           absl::Span<const absl::string_view> pieces) const {
+  const Input& in = inputs_[i];
   if (n == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("empty chunk for ", InputName(*def_, i), " at offset ", offset));
@@ -156,17 +222,173 @@ absl::Status StreamedExecution::AddChunk(uint32_t tensor, uint64_t offset,
       at += static_cast<int64_t>(p.size());
     }
   }
-  if (in.received == 0) in.tensor = Tensor(in.dtype, in.shape);
-  char* dst = static_cast<char*>(in.tensor.mutable_data()) + in.received;
+  return absl::OkStatus();
+}
+
+absl::Status StreamedExecution::AddChunk(uint32_t tensor, uint64_t offset,
+                                         absl::Span<const absl::string_view> pieces,
+                                         uint32_t chunk_crc, std::vector<OutputChunk>* out) {
+  const int64_t num_inputs = static_cast<int64_t>(inputs_.size());
+  if (tensor >= num_inputs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk.tensor is ", tensor, " but the header has ", num_inputs, " inputs"));
+  }
+  const int i = static_cast<int>(tensor);
+  Input& in = inputs_[i];
+  int64_t n = 0;
+  for (absl::string_view p : pieces) n += static_cast<int64_t>(p.size());
+  RETURN_IF_ERROR(CheckChunk(i, offset, n, pieces));
+  // A flowing stream's data is held only until its blocks move out.
+  bool hold = flow_ && i == 0 && !buffered_;
+  if (hold && !planned_ &&
+      static_cast<int64_t>(staging_.size()) + n > limits_.stream_window_bytes) {
+    // The data came before the small inputs, past the window: the contract
+    // (../shared/api.md, "Streams that flow") says that only delays the
+    // first output, so the call is kept whole instead, as a layout that does
+    // not flow, rather than refused (RESOURCE_EXHAUSTED would also invite a
+    // retry that fails the same way).
+    RETURN_IF_ERROR(BufferWhole(absl::StrCat(
+        "its ", InputName(*def_, 0), " came before its other inputs, past --stream_window_bytes=",
+        limits_.stream_window_bytes, " (send them first to flow)")));
+    hold = false;
+  }
+  if (!hold && in.received == 0) in.tensor = Tensor(in.dtype, in.shape);
+  char* dst = hold ? nullptr : static_cast<char*>(in.tensor.mutable_data()) + in.received;
+  uint32_t crc = 0;  // this chunk's
   for (absl::string_view p : pieces) {
-    in.crc = Crc32WhileCopying(in.crc, p, [&dst](const char* block, size_t k) {
-      std::memcpy(dst, block, k);
-      dst += k;
+    crc = Crc32WhileCopying(crc, p, [&](const char* block, size_t k) {
+      if (hold) {
+        staging_.append(block, k);
+      } else {
+        std::memcpy(dst, block, k);
+        dst += k;
+      }
     });
   }
+  if (chunk_crc != 0 && chunk_crc != crc) {
+    return absl::DataLossError(absl::StrCat(
+        "the chunk of ", InputName(*def_, i), " at offset ", offset, " is corrupt: it says CRC-32 ",
+        Hex32(chunk_crc), ", its ", n, " bytes give ", Hex32(crc)));
+  }
+  in.crc = Crc32Combine(in.crc, crc, n);
   in.received += n;
   received_bytes_ += n;
+  if (!flow_ || buffered_) return absl::OkStatus();
+  if (!planned_) return MaybePlan(out);
+  if (hold) MoveHeldBlocks(out);
   return absl::OkStatus();
+}
+
+absl::Status StreamedExecution::MaybePlan(std::vector<OutputChunk>* out) {
+  for (int i = 1; i < static_cast<int>(inputs_.size()); ++i) {
+    Input& in = inputs_[i];
+    if (in.received < in.bytes) return absl::OkStatus();
+    if (in.crc != in.expected_crc) {
+      return absl::DataLossError(
+          absl::StrCat(InputName(*def_, i), " is corrupt: its header says CRC-32 ",
+                       Hex32(in.expected_crc), ", its ", in.bytes, " bytes give ", Hex32(in.crc)));
+    }
+    if (in.bytes == 0) in.tensor = Tensor(in.dtype, in.shape);  // no chunk allocated it
+  }
+  RETURN_IF_ERROR(MakePlan());
+  planned_ = true;
+  if (!buffered_) {
+    MoveHeldBlocks(out);
+    return absl::OkStatus();
+  }
+  return BufferWhole("this layout does not flow piecewise (docs/server.md \"Flowing streams\")");
+}
+
+absl::Status StreamedExecution::BufferWhole(absl::string_view why) {
+  // What was held becomes the start of the whole input, within
+  // --max_stream_bytes like any call that keeps its tensors.
+  Input& data = inputs_[0];
+  if (input_bytes_ + output_bytes_ > limits_.max_stream_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(why, ", so it is buffered whole: it needs ", input_bytes_ + output_bytes_,
+                     " bytes of inputs and output (", InputName(*def_, 0), " is shape ",
+                     ShapeToString(data.shape), " of ", DTypeName(data.dtype), "); the limit is ",
+                     limits_.max_stream_bytes, " (--max_stream_bytes)"));
+  }
+  buffered_ = true;
+  if (data.received > 0) {  // else its first chunk allocates it
+    data.tensor = Tensor(data.dtype, data.shape);
+    std::memcpy(data.tensor.mutable_data(), staging_.data(), staging_.size());
+  }
+  std::string().swap(staging_);
+  return absl::OkStatus();
+}
+
+// The chain's movements, checked as Run's PrepareChain checks them (the
+// same errors), and the flow plan over them.
+absl::Status StreamedExecution::MakePlan() {
+  const Input& data = inputs_[0];
+  if (def_->movement == nullptr || data.bytes == 0) {
+    buffered_ = data.bytes != 0;  // an op that is no movement runs whole
+    return absl::OkStatus();
+  }
+  std::vector<TensorView> views;
+  views.push_back(TensorView{data.dtype, data.shape, nullptr});
+  for (size_t i = 1; i < inputs_.size(); ++i) views.push_back(inputs_[i].tensor.view());
+  ASSIGN_OR_RETURN(Movement first, def_->movement(views, attrs_));
+  std::vector<Movement> movements = {std::move(first)};
+  if (!steps_.empty()) {
+    ASSIGN_OR_RETURN(std::vector<Movement> rest,
+                     registry_->CheckChain(TensorType{data.dtype, data.shape}, steps_));
+    for (Movement& m : rest) movements.push_back(std::move(m));
+  }
+  plan_ = FlowPlan::Make(data.dtype, data.shape, movements, limits_.stream_chunk_bytes,
+                         kFlowMinRowBytes);
+  buffered_ = plan_ == nullptr;
+  return absl::OkStatus();
+}
+
+void StreamedExecution::MoveHeldBlocks(std::vector<OutputChunk>* out) {
+  if (plan_ == nullptr) return;  // an empty tensor
+  const int64_t k = plan_->block_bytes();
+  const int64_t blocks = static_cast<int64_t>(staging_.size()) / k;
+  for (int64_t b = 0; b < blocks;) {
+    // One row at a time: Map's runs stay inside a row.
+    const int64_t first = staged_block_ + b;
+    const int64_t row_end = (first / plan_->row_blocks() + 1) * plan_->row_blocks();
+    const int64_t n = std::min(blocks - b, row_end - first);
+    pieces_.clear();
+    plan_->Map(first, n, &pieces_);
+    for (const FlowPlan::Piece& p : pieces_) {
+      EmitPiece(p, staging_.data() + (p.in_block - staged_block_) * k, out);
+    }
+    b += n;
+  }
+  // Keep the part block for the next chunk.
+  staging_.erase(0, static_cast<size_t>(blocks * k));
+  staged_block_ += blocks;
+}
+
+// A piece as output chunks of at most stream_chunk_bytes (whole blocks:
+// a block is never larger), each moved, checksummed while in cache, and
+// counted towards the trailer's CRC.
+void StreamedExecution::EmitPiece(const FlowPlan::Piece& p, const char* in,
+                                  std::vector<OutputChunk>* out) {
+  const int64_t k = plan_->block_bytes();
+  const int64_t per_chunk = std::max<int64_t>(1, limits_.stream_chunk_bytes / k);
+  for (int64_t i = 0; i < p.count; i += per_chunk) {
+    FlowPlan::Piece part = p;
+    part.count = std::min(per_chunk, p.count - i);
+    part.out_block = p.out_block + i;
+    // Reversed: output block out_block + j reads input block in_block + count - 1 - j.
+    part.in_block = p.reversed ? p.in_block + p.count - i - part.count : p.in_block + i;
+    const int64_t bytes = part.count * k;
+    std::shared_ptr<char> buffer = buffers_->Get();  // stream_chunk_bytes, >= bytes
+    plan_->Move(part, in + (part.in_block - p.in_block) * k, buffer.get());
+    OutputChunk chunk;
+    chunk.offset = static_cast<uint64_t>(part.out_block * k);
+    chunk.data = absl::string_view(buffer.get(), static_cast<size_t>(bytes));
+    chunk.crc32 = Crc32(0, buffer.get(), bytes);
+    chunk.owner = std::move(buffer);
+    out_crc_->Add(static_cast<int64_t>(chunk.offset), bytes, chunk.crc32);
+    sent_bytes_ += bytes;
+    out->push_back(std::move(chunk));
+  }
 }
 
 absl::Status StreamedExecution::EndOfInput() {
@@ -180,14 +402,20 @@ absl::Status StreamedExecution::EndOfInput() {
     if (in.crc != in.expected_crc) {
       return absl::DataLossError(
           absl::StrCat(InputName(*def_, i), " is corrupt: its header says CRC-32 ",
-                       Hex32(in.expected_crc), ", its ", in.bytes, " bytes give ", Hex32(in.crc)));
+                       Hex32(in.expected_crc), ", its ", in.bytes, " bytes give ", Hex32(in.crc),
+                       flow_ && !buffered_ ? "; the output already sent is void" : ""));
     }
-    if (in.bytes == 0) in.tensor = Tensor(in.dtype, in.shape);  // no chunk allocated it
+    const bool held = flow_ && !buffered_ && i == 0;                     // moved out as it came
+    if (in.bytes == 0 && !held) in.tensor = Tensor(in.dtype, in.shape);  // no chunk allocated it
   }
   return absl::OkStatus();
 }
 
 absl::Status StreamedExecution::Run(ThreadPool* pool, int64_t min_parallel_bytes) {
+  if (flow_ && !buffered_) {
+    // Its output left chunk by chunk in AddChunk; the data is not kept.
+    return absl::FailedPreconditionError("a flowing call has no kernel to run after its input");
+  }
   std::vector<TensorView> views;
   views.reserve(inputs_.size());
   for (const Input& in : inputs_) views.push_back(in.tensor.view());
@@ -216,9 +444,9 @@ absl::Status StreamedExecution::Run(ThreadPool* pool, int64_t min_parallel_bytes
 
 void StreamedExecution::FillOutputHeader(v1::StreamOutputHeader* header) const {
   v1::TensorHeader* out = header->add_outputs();
-  out->set_dtype(ToProtoDataType(output_->dtype()));
-  for (int64_t d : output_->shape()) out->add_shape(d);
-  out->set_crc32(output_crc_);
+  out->set_dtype(ToProtoDataType(out_dtype_));
+  for (int64_t d : out_shape_) out->add_shape(d);
+  out->set_crc32(flow_ ? 0 : output_crc_);  // flowing: the trailer has it
 }
 
 bool StreamedExecution::NextChunk(v1::TensorChunk* chunk) {

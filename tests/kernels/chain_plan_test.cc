@@ -202,6 +202,114 @@ TEST(ChainPlanTest, RandomChainsMatchOpByOne) {
   EXPECT_GT(single, 50);
 }
 
+Movement Axes(std::vector<DimTransform> t);
+Movement Seq(int64_t batch, int64_t seq, std::vector<int64_t> lengths);
+
+// The chain's movements as PrepareChain sees them: the first op's, then the steps'.
+std::vector<Movement> Movements(const TestTensor& data, const std::vector<TestStep>& all) {
+  std::vector<TensorView> first = {data.view()};
+  for (const TestTensor& t : all[0].inputs) first.push_back(t.view());
+  const OpDef* def = Builtins().Find(all[0].op);
+  EXPECT_NE(def, nullptr);
+  absl::StatusOr<Movement> m = def->movement(first, all[0].attrs);
+  EXPECT_TRUE(m.ok()) << m.status();
+  std::vector<Movement> out = {*std::move(m)};
+  std::vector<TestStep> rest(all.begin() + 1, all.end());
+  absl::StatusOr<std::vector<Movement>> more =
+      Builtins().CheckChain(TensorType{data.dtype, data.shape}, ToChainSteps(rest));
+  EXPECT_TRUE(more.ok()) << more.status();
+  for (Movement& mv : *more) out.push_back(std::move(mv));
+  return out;
+}
+
+TEST(ChainPlanTest, FlowPlanPlacesEveryInputPieceOnce) {
+  // A flowing stream (ExecuteStream with flow) moves its input as it arrives:
+  // runs of input blocks of random lengths, in order, each placed where the
+  // flow plan says; the output must be the chain's, every byte written once.
+  std::mt19937_64 rng(20261127);
+  const DType types[] = {DType::kUInt8, DType::kInt16, DType::kFloat32, DType::kFloat64,
+                         DType::kComplex128};
+  int planned = 0, declined = 0, with_sequence = 0;
+  for (int iter = 0; iter < 1500; ++iter) {
+    const int64_t rank = static_cast<int64_t>(rng() % 6);
+    Shape shape;
+    for (int64_t a = 0; a < rank; ++a) {
+      const uint64_t r = rng() % 10;
+      shape.push_back(r < 6 ? 1 + rng() % 4 : r < 9 ? 5 + rng() % 12 : 40 + rng() % 60);
+    }
+    const DType dtype = types[rng() % (sizeof(types) / sizeof(types[0]))];
+    if (NumElements(shape) * ElementWidth(dtype) > (1 << 20)) continue;
+    const TestTensor data = RandomTensor(dtype, shape, &rng);
+    std::vector<TestStep> steps;
+    for (int64_t n = 1 + static_cast<int64_t>(rng() % 6); rank > 0 && n > 0; --n) {
+      steps.push_back(RandomStep(shape, &rng));
+    }
+    if (rank == 0) steps = {{"Reverse", {Vec(DType::kInt64, {})}, {{"mode", Str("index")}}}};
+    SCOPED_TRACE(absl::StrCat("iteration ", iter, ": ", Describe(data.view()), ", ", steps.size(),
+                              " steps"));
+    absl::StatusOr<TestTensor> expected = OneByOne(data, steps);
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    const std::vector<Movement> movements = Movements(data, steps);
+    const int64_t max_block = int64_t{1} << (rng() % 12);
+    const int64_t min_row = rng() % 2 == 0 ? 0 : 64;
+    std::unique_ptr<FlowPlan> plan = FlowPlan::Make(dtype, shape, movements, max_block, min_row);
+    if (plan == nullptr) {
+      ++declined;
+      continue;
+    }
+    ++planned;
+    for (const Movement& m : movements) with_sequence += m.sequence.has_value() ? 1 : 0;
+    const int64_t bytes = NumElements(shape) * ElementWidth(dtype);
+    ASSERT_EQ(bytes % plan->block_bytes(), 0);
+    const int64_t blocks = bytes / plan->block_bytes();
+    std::vector<unsigned char> out(bytes + 1, 0xAB);
+    std::vector<int> written(bytes, 0);
+    std::vector<FlowPlan::Piece> pieces;
+    const auto* in = data.bytes.data();
+    for (int64_t b = 0; b < blocks;) {
+      const int64_t row_end = (b / plan->row_blocks() + 1) * plan->row_blocks();
+      const int64_t n = std::min(row_end - b, 1 + static_cast<int64_t>(rng() % 7));
+      pieces.clear();
+      plan->Map(b, n, &pieces);
+      int64_t covered = 0;
+      for (const FlowPlan::Piece& p : pieces) {
+        const int64_t k = plan->block_bytes();
+        ASSERT_GE(p.in_block, b);
+        ASSERT_LE(p.in_block + p.count, b + n);
+        ASSERT_LE((p.out_block + p.count) * k, bytes);
+        plan->Move(p, reinterpret_cast<const char*>(in) + p.in_block * k,
+                   reinterpret_cast<char*>(out.data()) + p.out_block * k);
+        for (int64_t i = p.out_block * k; i < (p.out_block + p.count) * k; ++i) ++written[i];
+        covered += p.count;
+      }
+      ASSERT_EQ(covered, n);
+      b += n;
+    }
+    for (int64_t i = 0; i < bytes; ++i) ASSERT_EQ(written[i], 1) << "output byte " << i;
+    TensorView got{dtype, shape, out.data()};
+    ASSERT_TRUE(BitwiseEqual(expected->view(), got));
+    EXPECT_EQ(out.back(), 0xAB) << "wrote past the output";
+  }
+  EXPECT_GT(planned, 500);
+  EXPECT_GT(with_sequence, 200);
+  EXPECT_GT(declined, 10);  // time-major over tiny rows, batch axis last
+}
+
+TEST(ChainPlanTest, FlowPlanDeclinesOnlyTinyRows) {
+  const DimTransform c = DimTransform::Copy(), r = DimTransform::Reverse();
+  // Reverses and Rolls: always, whatever the block size.
+  std::vector<Movement> axes = {Axes({r, DimTransform::Roll(3), c})};
+  EXPECT_NE(FlowPlan::Make(DType::kUInt8, {64, 64, 64}, axes, 1 << 20, 4096), nullptr);
+  EXPECT_NE(FlowPlan::Make(DType::kUInt8, {64, 64, 64}, axes, 1, 4096), nullptr);
+  // Batch-major ReverseSequence over long rows: runs along the sequence axis.
+  std::vector<Movement> batch_major = {Seq(0, 1, std::vector<int64_t>(64, 7))};
+  EXPECT_NE(FlowPlan::Make(DType::kUInt8, {64, 4096}, batch_major, 1 << 20, 4096), nullptr);
+  // Time-major over rows of 64 bytes, or the batch axis last: too short.
+  std::vector<Movement> time_major = {Seq(1, 0, std::vector<int64_t>(64, 7))};
+  EXPECT_EQ(FlowPlan::Make(DType::kUInt8, {1000, 64}, time_major, 1 << 20, 4096), nullptr);
+  EXPECT_NE(FlowPlan::Make(DType::kUInt8, {1000, 64, 4096}, time_major, 1 << 20, 4096), nullptr);
+}
+
 TEST(ChainPlanTest, ApiExample) {
   // ../shared/api.md: Reverse rows, then Roll by 1 along axis 1.
   const TestTensor data = FromInt64(DType::kInt32, {2, 3}, {1, 2, 3, 4, 5, 6});

@@ -97,5 +97,36 @@ TEST(Crc32Test, PoolSplitEqualsSerial) {
   }
 }
 
+TEST(Crc32Test, ZerosEqualsTheCrcOfZeroBytes) {
+  for (const int64_t n : {0, 1, 2, 3, 7, 64, 1000, 65536, 1 << 20}) {
+    SCOPED_TRACE(n);
+    const std::string zeros(static_cast<size_t>(n), '\0');
+    EXPECT_EQ(Crc32OfZeros(n), Crc32(0, zeros.data(), n));
+  }
+}
+
+TEST(Crc32Test, PiecesInAnyOrderGiveTheWholeCrc) {
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    SCOPED_TRACE(trial);
+    const int64_t total = static_cast<int64_t>(rng() % 5000);
+    std::string bytes(static_cast<size_t>(total), '\0');
+    for (char& c : bytes) c = static_cast<char>(rng());
+    // Random cuts, then the pieces added in a shuffled order.
+    std::vector<int64_t> cuts = {0, total};
+    for (int k = 0; k < static_cast<int>(rng() % 12); ++k) cuts.push_back(rng() % (total + 1));
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    std::vector<std::pair<int64_t, int64_t>> pieces;
+    for (size_t i = 0; i + 1 < cuts.size(); ++i) pieces.push_back({cuts[i], cuts[i + 1] - cuts[i]});
+    std::shuffle(pieces.begin(), pieces.end(), rng);
+    Crc32OfPieces whole(total);
+    for (const auto& [offset, size] : pieces) {
+      whole.Add(offset, size, Crc32(0, bytes.data() + offset, size));
+    }
+    EXPECT_EQ(whole.Value(), Crc32(0, bytes.data(), total));
+  }
+}
+
 }  // namespace
 }  // namespace tensorops

@@ -36,11 +36,13 @@ std::string Joined(const ChunkInPlace& c) {
   return s;
 }
 
-std::string Serialized(uint32_t tensor, uint64_t offset, const std::string& data) {
+std::string Serialized(uint32_t tensor, uint64_t offset, const std::string& data,
+                       uint32_t crc32 = 0) {
   v1::ExecuteStreamRequest m;
   m.mutable_chunk()->set_tensor(tensor);
   m.mutable_chunk()->set_offset(offset);
   m.mutable_chunk()->set_data(data);
+  m.mutable_chunk()->set_crc32(crc32);
   return m.SerializeAsString();
 }
 
@@ -61,7 +63,9 @@ TEST(StreamChunkTest, ReadsWhatProtobufWritesAcrossAnySlicing) {
       for (const size_t n : {size_t{1}, size_t{127}, size_t{128}, size_t{70000}}) {
         std::string data(n, '\0');
         for (char& c : data) c = static_cast<char>(rng());
-        const std::string bytes = Serialized(tensor, offset, data);
+        // A flowing stream's chunks carry a CRC-32 after the data; others none.
+        const uint32_t crc = n == 127 ? 0 : static_cast<uint32_t>(rng());
+        const std::string bytes = Serialized(tensor, offset, data, crc);
         for (int trial = 0; trial < 8; ++trial) {
           // Cuts anywhere, including inside tags and varints, and empty slices.
           std::vector<size_t> cuts;
@@ -74,6 +78,7 @@ TEST(StreamChunkTest, ReadsWhatProtobufWritesAcrossAnySlicing) {
           EXPECT_EQ(chunk.tensor, tensor);
           EXPECT_EQ(chunk.offset, offset);
           EXPECT_EQ(chunk.size, static_cast<int64_t>(n));
+          EXPECT_EQ(chunk.crc32, crc);
           EXPECT_EQ(Joined(chunk), data);
         }
       }
@@ -104,8 +109,21 @@ TEST(StreamChunkTest, DeclinesWhatItDoesNotFullyUnderstand) {
   // An unknown field after data.
   EXPECT_TRUE(
       declines(std::string("\x12\x07\x1a\x03"
+                           "abc\x28\x01",
+                           9)));
+  // crc32 after data is understood; crc32 twice, or wider than 32 bits, is not.
+  EXPECT_FALSE(
+      declines(std::string("\x12\x07\x1a\x03"
                            "abc\x20\x01",
                            9)));
+  EXPECT_TRUE(
+      declines(std::string("\x12\x09\x1a\x03"
+                           "abc\x20\x01\x20\x02",
+                           11)));
+  EXPECT_TRUE(
+      declines(std::string("\x12\x0b\x1a\x03"
+                           "abc\x20\x80\x80\x80\x80\x10",
+                           13)));
   // tensor wider than 32 bits (protobuf truncates it).
   EXPECT_TRUE(
       declines(std::string("\x12\x0b\x08\x80\x80\x80\x80\x10\x1a\x03"
@@ -123,7 +141,8 @@ TEST(StreamChunkTest, DeclinesWhatItDoesNotFullyUnderstand) {
   std::mt19937_64 rng(2);
   int accepted = 0;
   for (int i = 0; i < 20000; ++i) {
-    std::string bytes = Serialized(rng() % 3, rng() % 1000, std::string(1 + rng() % 20, 'z'));
+    std::string bytes = Serialized(rng() % 3, rng() % 1000, std::string(1 + rng() % 20, 'z'),
+                                   rng() % 2 == 0 ? 0 : static_cast<uint32_t>(rng()));
     const int edits = 1 + static_cast<int>(rng() % 3);
     for (int e = 0; e < edits; ++e) bytes[rng() % bytes.size()] = static_cast<char>(rng());
     ChunkInPlace chunk;
@@ -136,6 +155,7 @@ TEST(StreamChunkTest, DeclinesWhatItDoesNotFullyUnderstand) {
     EXPECT_EQ(m.chunk().tensor(), chunk.tensor) << i;
     EXPECT_EQ(m.chunk().offset(), chunk.offset) << i;
     EXPECT_EQ(m.chunk().data(), Joined(chunk)) << i;
+    EXPECT_EQ(m.chunk().crc32(), chunk.crc32) << i;
   }
   EXPECT_GT(accepted, 1000);  // the damage hit the data bytes often enough
 }
@@ -144,13 +164,17 @@ TEST(StreamChunkTest, WritesWhatProtobufWrites) {
   for (const uint32_t tensor : {0u, 3u, 0xffffffffu}) {
     for (const uint64_t offset : {uint64_t{0}, uint64_t{1} << 20, ~uint64_t{0}}) {
       for (const size_t n : {size_t{1}, size_t{200}, size_t{1} << 20}) {
-        auto data = std::make_shared<std::string>(n, 'q');
-        const grpc::ByteBuffer buffer = EncodeChunkInPlace(tensor, offset, *data, data);
-        v1::ExecuteStreamResponse expected;
-        expected.mutable_chunk()->set_tensor(tensor);
-        expected.mutable_chunk()->set_offset(offset);
-        expected.mutable_chunk()->set_data(*data);
-        EXPECT_EQ(Flatten(buffer), expected.SerializeAsString()) << tensor << " " << offset;
+        for (const uint32_t crc : {0u, 1u, 0xdeadbeefu}) {
+          auto data = std::make_shared<std::string>(n, 'q');
+          const grpc::ByteBuffer buffer = EncodeChunkInPlace(tensor, offset, *data, data, crc);
+          v1::ExecuteStreamResponse expected;
+          expected.mutable_chunk()->set_tensor(tensor);
+          expected.mutable_chunk()->set_offset(offset);
+          expected.mutable_chunk()->set_data(*data);
+          expected.mutable_chunk()->set_crc32(crc);
+          EXPECT_EQ(Flatten(buffer), expected.SerializeAsString())
+              << tensor << " " << offset << " " << crc;
+        }
       }
     }
   }

@@ -167,7 +167,67 @@ struct CallOptions {
   // Not null: the SDK writes the call's CallTrace there before the call
   // returns (for ExecuteAsync, before `done` runs). Must outlive the call.
   CallTrace* trace = nullptr;
+  // Streamed calls only: the output flows (StreamHeader.flow): the server
+  // sends output chunks while the input still arrives, in any order, each
+  // placed at its offset as it comes, and holds only its window
+  // (--stream_window_bytes) whatever the tensor's size. false: the server
+  // keeps the whole input, runs the op, then sends the output in order (a
+  // server from before flowing streams ignores the flag and does this).
+  bool flow = true;
 };
+
+// A streamed call's data input read piece by piece instead of held whole
+// (Client::ExecuteStreamed): a tensor bigger than the client's memory. Its
+// bytes are read twice, once for the CRC-32 the header carries and once to
+// send them.
+//
+// Thread-safety: called from one thread at a time.
+class TENSOROPS_EXPORT StreamSource {
+ public:
+  virtual ~StreamSource() = default;
+  virtual DataType dtype() const = 0;
+  virtual std::vector<int64_t> shape() const = 0;
+  // Fills out[0, n) with the tensor's bytes [offset, offset + n) (raw_data
+  // layout); the calls cover the tensor in order, chunk by chunk.
+  virtual absl::Status Read(int64_t offset, int64_t n, char* out) = 0;
+};
+
+// Where a streamed call's output goes instead of a Tensor
+// (Client::ExecuteStreamed): a flowing output arrives in pieces at any
+// offset, each byte once.
+//
+// Thread-safety: called from one thread at a time (not the calling thread).
+class TENSOROPS_EXPORT StreamSink {
+ public:
+  virtual ~StreamSink() = default;
+  // First, once the output's type and shape are known: `bytes` in all.
+  virtual absl::Status Start(DataType dtype, const std::vector<int64_t>& shape, int64_t bytes) = 0;
+  // Bytes [offset, offset + data.size()) of the output.
+  virtual absl::Status Write(int64_t offset, absl::string_view data) = 0;
+  // Every byte was written and checked (CRC-32 per chunk and in all).
+  virtual absl::Status Finish() { return absl::OkStatus(); }
+  // The call failed after Start: what was written is void and must go.
+  virtual void Discard() = 0;
+};
+
+// A raw file of a tensor's bytes from `offset` on (e.g. a .npy file's data
+// after its header), read with pread: constant memory.
+TENSOROPS_EXPORT absl::StatusOr<std::unique_ptr<StreamSource>> FileSource(
+    const std::string& path, int64_t offset, DataType dtype, std::vector<int64_t> shape);
+// A file written with pwrite at `offset` + each piece's offset, after
+// `prefix` (e.g. a .npy header, made from the output's type and shape by
+// `make_prefix`, which must give the same length whatever it is given, or
+// be empty); Discard removes the file.
+using PrefixFn = std::function<std::string(DataType dtype, const std::vector<int64_t>& shape)>;
+TENSOROPS_EXPORT std::unique_ptr<StreamSink> FileSink(const std::string& path,
+                                                      PrefixFn make_prefix = nullptr);
+// Callbacks as a source and a sink (e.g. a mapped region, a socket).
+TENSOROPS_EXPORT std::unique_ptr<StreamSource> CallbackSource(
+    DataType dtype, std::vector<int64_t> shape,
+    std::function<absl::Status(int64_t offset, int64_t n, char* out)> read);
+TENSOROPS_EXPORT std::unique_ptr<StreamSink> CallbackSink(
+    std::function<absl::Status(int64_t offset, absl::string_view data)> write,
+    std::function<void()> discard);
 
 // An op attribute: a number, a string or a bool (a JSON value).
 class TENSOROPS_EXPORT AttrValue {
@@ -325,6 +385,15 @@ class TENSOROPS_EXPORT Client {
   std::future<ExecuteResult> ExecuteFuture(absl::string_view op, const Attrs& attrs,
                                            const std::vector<Tensor>& inputs,
                                            const CallOptions& call = {}) const;
+
+  // ExecuteStream from a source to a sink: `data` (the op's first input) is
+  // read chunk by chunk, the op's other inputs (`rest`: shift, axes,
+  // lengths) travel whole before it, `then` as OpChain's steps, and the
+  // output goes to `sink` (flowing, unless call.flow is false): neither
+  // side holds the tensor. On any error the sink is told to Discard.
+  absl::Status ExecuteStreamed(absl::string_view op, const Attrs& attrs, StreamSource* data,
+                               const std::vector<Tensor>& rest, const std::vector<ChainStep>& then,
+                               StreamSink* sink, const CallOptions& call = {}) const;
 
   // Every op the server runs, with inputs, types, ranks and attributes.
   absl::StatusOr<std::vector<OpInfo>> ListOps(const CallOptions& call = {}) const;
