@@ -411,6 +411,32 @@ void PrintTrace(const CallTrace& trace, const absl::Status& status) {
   }
 }
 
+// What a run shows besides its result: a progress bar on stderr when asked
+// for (or stderr is a terminal), and with --verbose the call's trace. Lives
+// on the run's stack: the progress callback points at its bar.
+struct Reporting {
+  Reporting() = default;
+  Reporting(const Reporting&) = delete;
+  Reporting& operator=(const Reporting&) = delete;
+
+  CallOptions call;
+  std::optional<ProgressBar> bar;
+  CallTrace trace;
+
+  void SetUp(const Args& args, const CallOptions& base) {
+    call = base;
+    if (args.progress == "always" || (args.progress == "auto" && isatty(STDERR_FILENO))) {
+      bar.emplace(args.progress == "always");
+      call.progress = [this](const TransferProgress& p) { bar->Update(p); };
+    }
+    if (args.verbose) call.trace = &trace;
+  }
+  void Done(const Args& args, const absl::Status& status) {
+    if (bar.has_value()) bar->Done();
+    if (args.verbose) PrintTrace(trace, status);
+  }
+};
+
 // The streamed call's first input read from its .npy file and the output
 // written to one, both by offset (StreamSource/StreamSink): neither file is
 // ever in memory. nullopt: the call is not one for this path.
@@ -443,18 +469,12 @@ std::optional<int> RunFileToFile(const Args& args, const Client& client, const C
   ChainStep head = std::move(ops->front());
   std::vector<ChainStep> then(std::make_move_iterator(ops->begin() + 1),
                               std::make_move_iterator(ops->end()));
-  CallOptions with_progress = call;
-  std::optional<ProgressBar> bar;
-  if (args.progress == "always" || (args.progress == "auto" && isatty(STDERR_FILENO))) {
-    bar.emplace(args.progress == "always");
-    with_progress.progress = [&bar](const TransferProgress& p) { bar->Update(p); };
-  }
-  CallTrace trace;
-  if (args.verbose) with_progress.trace = &trace;
+  Reporting report;
+  report.SetUp(args, call);
+  const CallOptions& with_progress = report.call;
   absl::Status st = client.ExecuteStreamed(head.op, head.attrs, source->get(), head.inputs, then,
                                            sink.get(), with_progress);
-  if (bar.has_value()) bar->Done();
-  if (args.verbose) PrintTrace(trace, st);
+  report.Done(args, st);
   if (st.ok() && !header_error.ok()) st = header_error;
   if (!st.ok()) return Fail(FromStatus(st));
   std::printf("wrote %s: %s %s\n", args.output.c_str(),
@@ -502,17 +522,11 @@ int Run(const Args& args, const Client& client, const CallOptions& call) {
   ops.front().inputs.erase(ops.front().inputs.begin());
   OpChain chain = client.Chain(std::move(data));
   for (ChainStep& op : ops) chain.Then(std::move(op));
-  CallOptions with_progress = call;
-  std::optional<ProgressBar> bar;
-  if (args.progress == "always" || (args.progress == "auto" && isatty(STDERR_FILENO))) {
-    bar.emplace(args.progress == "always");
-    with_progress.progress = [&bar](const TransferProgress& p) { bar->Update(p); };
-  }
-  CallTrace trace;
-  if (args.verbose) with_progress.trace = &trace;
+  Reporting report;
+  report.SetUp(args, call);
+  const CallOptions& with_progress = report.call;
   ExecuteResult result = chain.RunAll(with_progress);
-  if (bar.has_value()) bar->Done();
-  if (args.verbose) PrintTrace(trace, result.status());
+  report.Done(args, result.status());
   if (!result.ok()) return Fail(FromStatus(result.status()));
   if (!args.output.empty()) {
     if (result->size() != 1) {
