@@ -10,7 +10,8 @@
 # Usage: bench/callgrind_per_call.sh BUILD_DIR tensorops|oip|echo [PORT] [CALLS]
 #   tensorops: Execute of Roll; oip: ModelInfer of the same; echo: the bare
 #   gRPC echo server (bench/echo_server) as the baseline.
-# Needs valgrind. About a minute per run.
+# Needs valgrind. About a minute per run. SERVER_FLAGS: more tensorops-server
+# flags (an A/B of one switch, e.g. SERVER_FLAGS=--trace_headers=false).
 set -euo pipefail
 BUILD=${1:?usage: callgrind_per_call.sh BUILD_DIR tensorops|oip|echo [PORT] [CALLS]}
 TARGET=${2:?target: tensorops, oip or echo}
@@ -21,7 +22,7 @@ if [[ $TARGET == echo ]]; then
   SERVER=("$BUILD/bench/echo_server" --host=127.0.0.1 --port="$PORT")
 else
   SERVER=("$BUILD/server/tensorops-server" --host=127.0.0.1 --port="$PORT" --metrics_port=0
-          --http_port=-1 --log_level=warning)
+          --http_port=-1 --log_level=warning ${SERVER_FLAGS:-})
 fi
 valgrind --tool=callgrind --callgrind-out-file="$OUT/cg.out" "${SERVER[@]}" > "$OUT/server.log" 2>&1 &
 VP=$!
