@@ -30,6 +30,8 @@ LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER= -DCMAKE_C_COMPILER_LAUNCHER=)
 if [ "${TENSOROPS_CCACHE:-1}" != 0 ] && command -v ccache >/dev/null; then
   export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$ROOT}
   export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
+  export LANG=C.UTF-8  # one locale in the keys (tools/build.sh says why)
+  unset LC_ALL LC_CTYPE LC_MESSAGES
   LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 fi
 
