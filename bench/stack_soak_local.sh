@@ -20,7 +20,7 @@ trap 'stop_pids; rm -rf "$W"' EXIT
 
 GRPC=() HTTP=() SOAK_PIDS=()
 for i in 1 2 3; do
-  "$BUILD/server/tensorops-server" --host=127.0.0.1 --port=0 --metrics_port=-1 --http_port=0 \
+  "$BUILD/server/tensorops-server" --host=127.0.0.1 --port=0 --metrics_port=-1 --http_port=0 ${SERVER_FLAGS:-} \
     >"$W/server$i.out" 2>"$W/server$i.err" &
   PIDS+=($!); SOAK_PIDS+=(--pid "replica-$i=$!")
 done

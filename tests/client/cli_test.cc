@@ -36,7 +36,9 @@ class CliTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     server_ = new testing::ServerProcess;
-    ASSERT_TRUE(server_->Start(TENSOROPS_SERVER_PATH, {"--metrics_port=0"}).ok());
+    // --trace_headers: VerbosePrintsTraceAndDetails prints the server's.
+    ASSERT_TRUE(
+        server_->Start(TENSOROPS_SERVER_PATH, {"--metrics_port=0", "--trace_headers=true"}).ok());
   }
   static void TearDownTestSuite() {
     delete server_;

@@ -27,7 +27,9 @@ class ClientTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     server_ = new ServerProcess;
-    ASSERT_TRUE(server_->Start(TENSOROPS_SERVER_PATH, {"--metrics_port=0"}).ok());
+    // --trace_headers: TraceparentOutAndServerTraceBack reads them back.
+    ASSERT_TRUE(
+        server_->Start(TENSOROPS_SERVER_PATH, {"--metrics_port=0", "--trace_headers=true"}).ok());
   }
   static void TearDownTestSuite() {
     delete server_;

@@ -407,7 +407,7 @@ cat >"$W/trace.override.yml" <<YML
 services:
   tensorops-1:
     command: ["--host=0.0.0.0", "--port=50051", "--metrics_host=0.0.0.0", "--metrics_port=9464",
-              "--http_host=0.0.0.0", "--http_port=8000", "--access_log",
+              "--http_host=0.0.0.0", "--http_port=8000", "--access_log", "--trace_headers=true",
               "--otlp_endpoint=http://$GATEWAY:$COLLECTOR_PORT"]
 YML
 ip1=$(ip_of tensorops-1)

@@ -75,7 +75,7 @@ class TraceTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.log = tempfile.NamedTemporaryFile(mode="w+", prefix="trace-stderr-", delete=False)
-        cls.server = RestServer(SERVER, "--access_log", stderr=cls.log)
+        cls.server = RestServer(SERVER, "--access_log", "--trace_headers=true", stderr=cls.log)
         cls.channel = grpc.insecure_channel(f"127.0.0.1:{cls.server.grpc_port}")
         cls.stub = pb_grpc.TensorOpsStub(cls.channel)
 
@@ -223,7 +223,7 @@ class OtlpExportTest(unittest.TestCase):
 
     def test_spans_reach_the_collector(self):
         collector = Collector().start()
-        server = RestServer(SERVER, f"--otlp_endpoint=http://127.0.0.1:{collector.port}")
+        server = RestServer(SERVER, "--trace_headers=true", f"--otlp_endpoint=http://127.0.0.1:{collector.port}")
         try:
             with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
                 _, call = pb_grpc.TensorOpsStub(channel).Execute.with_call(
@@ -254,7 +254,7 @@ class OtlpExportTest(unittest.TestCase):
         with socket.socket() as s:  # a port nobody listens on
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        server = RestServer(SERVER, f"--otlp_endpoint=http://127.0.0.1:{port}",
+        server = RestServer(SERVER, "--trace_headers=true", f"--otlp_endpoint=http://127.0.0.1:{port}",
                             "--metrics_port=0", "--metrics_host=127.0.0.1")
         try:
             with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
