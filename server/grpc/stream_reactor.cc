@@ -94,7 +94,7 @@ class ExecuteStreamReactor final : public StreamReactor {
         std::lock_guard<std::mutex> lock(mu_);
         write = TakeWrite();  // the output header
       }
-      if (write != nullptr) StartFlowWrite(write);
+      if (write != nullptr) StartTracedWrite(write);
     }
     StartRead(&request_);
   }
@@ -239,10 +239,7 @@ class ExecuteStreamReactor final : public StreamReactor {
             End(absl::InternalError("could not serialise the output header"));
             return;
           }
-          // The initial metadata leaves with this first write.
-          AddTraceparent(call_, ctx_, /*answered=*/true);
-          answered_.store(true);
-          StartWrite(&response_);
+          StartTracedWrite(&response_);
         });
   }
 
@@ -296,10 +293,10 @@ class ExecuteStreamReactor final : public StreamReactor {
     return absl::OkStatus();
   }
 
-  // Writes a flowing call's next message; the first one carries the initial
-  // metadata, so the call's traceparent is added before it. One write is in
-  // flight at a time (TakeWrite), so the first is never raced.
-  void StartFlowWrite(grpc::ByteBuffer* write) {
+  // Writes the call's next message (either path); the first one carries the
+  // initial metadata, so the call's traceparent is added before it. One
+  // write is in flight at a time (TakeWrite), so the first is never raced.
+  void StartTracedWrite(grpc::ByteBuffer* write) {
     if (!answered_.exchange(true)) AddTraceparent(call_, ctx_, /*answered=*/true);
     StartWrite(write);
   }
@@ -365,7 +362,7 @@ class ExecuteStreamReactor final : public StreamReactor {
       EndFlow(status);
       return;
     }
-    if (write != nullptr) StartFlowWrite(write);
+    if (write != nullptr) StartTracedWrite(write);
     if (read) {
       request_.Clear();
       StartRead(&request_);
@@ -414,7 +411,7 @@ class ExecuteStreamReactor final : public StreamReactor {
             EndFlow(status);
             return;
           }
-          if (write != nullptr) StartFlowWrite(write);
+          if (write != nullptr) StartTracedWrite(write);
         });
   }
 
@@ -446,7 +443,7 @@ class ExecuteStreamReactor final : public StreamReactor {
       EndFlow(status);
       return;
     }
-    if (write != nullptr) StartFlowWrite(write);
+    if (write != nullptr) StartTracedWrite(write);
     if (read) {
       request_.Clear();
       StartRead(&request_);
