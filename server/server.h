@@ -73,11 +73,9 @@ struct ServerOptions {
   absl::Duration drain_timeout = absl::Seconds(10);
   bool access_log = false;
   // Send each call's traceparent back and its Server-Timing (gRPC initial
-  // and trailing metadata, HTTP response headers); --trace_headers. Off by
-  // default: +7-10% server work per lone small call (docs/server.md
-  // "Tracing"), over the 2% a default may cost, and behind HAProxy 2.6 a
-  // deadline call then sometimes ends CANCELLED instead of DEADLINE_EXCEEDED.
-  bool trace_headers = false;
+  // and trailing metadata, HTTP response headers); --trace_headers. Its one
+  // default (off, and why) is CallPipeline::Options's.
+  bool trace_headers = CallPipeline::Options().trace_headers;
   // An OTLP/HTTP collector ("http://HOST:4318"): every sampled call's span
   // goes there in batches (server/core/span_export.h). Empty: none.
   std::string otlp_endpoint;
