@@ -65,10 +65,16 @@ grpcurl_lite() {
   fi
 }
 
+# -O1 and line tables only (file:line in every report, no variable info): the
+# usual flags for sanitizer builds, and ~25% less compile time than
+# RelWithDebInfo's -O2 -g (server/http/http_server.cc under ASan: 239 s ->
+# 179 s with clang 14), in two builds of CI.
+SAN_FLAGS=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG")
+
 if [[ " $SANITIZERS " == *" asan "* ]]; then
   stamp "ASan+UBSan: configure and build $ASAN_DIR"
   cmake -S . -B "$ASAN_DIR" -G Ninja -DCMAKE_CXX_COMPILER=clang++ "${LAUNCHER[@]}" \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTENSOROPS_FUZZ=ON -DTENSOROPS_BUILD_BENCH=OFF >/dev/null
+    "${SAN_FLAGS[@]}" -DTENSOROPS_FUZZ=ON -DTENSOROPS_BUILD_BENCH=OFF >/dev/null
   cmake --build "$ASAN_DIR" -j "$JOBS"
   grpcurl_lite "$ASAN_DIR"
   stamp "ASan+UBSan: ctest (whole suite)"
@@ -88,8 +94,12 @@ if [[ " $SANITIZERS " == *" asan "* ]]; then
     # Labels "memlimit" (a server in a 1 GiB memory cgroup) and "soak" (2
     # minutes, RSS checked): ASan's shadow memory and quarantine are not the
     # product's memory use, and the soak would add minutes for little.
+    # The random differential test per forced ISA (kernels_random_compare_test
+    # .isa_*, a minute each under ASan) runs here only at the machine's own
+    # ISA: the forced ones' results are checked in the main suite, and their
+    # memory accesses are those of the kernels' unit tests per ISA (kept).
     ctest --output-on-failure -j "$JOBS" --timeout 900 -LE '^(large|container|memlimit|soak)$' \
-      -E '^(sdk_install_quickstart|deploy_static_checks)$'
+      -E '^(sdk_install_quickstart|deploy_static_checks|kernels_random_compare_test\.isa_.*)$'
   )
   if [ "$FUZZ_SECONDS" -gt 0 ]; then
     stamp "fuzzers: ${FUZZ_SECONDS}s each"
@@ -100,7 +110,7 @@ fi
 if [[ " $SANITIZERS " == *" tsan "* ]]; then
   stamp "TSan: configure and build $TSAN_DIR"
   cmake -S . -B "$TSAN_DIR" -G Ninja -DCMAKE_CXX_COMPILER=clang++ "${LAUNCHER[@]}" \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTENSOROPS_BUILD_BENCH=OFF \
+    "${SAN_FLAGS[@]}" -DTENSOROPS_BUILD_BENCH=OFF \
     "-DCMAKE_CXX_FLAGS=-fsanitize=thread -fno-omit-frame-pointer" \
     "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread" \
     "-DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread" >/dev/null

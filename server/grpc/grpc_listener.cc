@@ -377,11 +377,13 @@ void GrpcListener::OnConnection(int fd, bool tcp) {
       last_sweep_ns_ = NowNs();
     }
     if (static_cast<int64_t>(live_.size()) >= options_.max_connections) {
-      close(fd);
+      // Counted before the close: a peer that sees the close may read the
+      // count at once (tests, /metrics scraped after a refused connect).
       refused_cap_.fetch_add(1, std::memory_order_relaxed);
       if (options_.metrics != nullptr) {
         options_.metrics->RecordGrpcConnectionRefused(Metrics::ConnectionRefusal::kCap);
       }
+      close(fd);
       ++cap_unlogged_;
       if (now >= next_cap_log_ns_) {
         next_cap_log_ns_ = now + kLogIntervalNs;
@@ -422,11 +424,11 @@ void GrpcListener::OnOutOfDescriptors(const Socket& s, int error) {
   }
   const int fd = accept4(s.fd, nullptr, nullptr, SOCK_CLOEXEC);
   if (fd >= 0) {
-    close(fd);
-    refused_emfile_.fetch_add(1, std::memory_order_relaxed);
+    refused_emfile_.fetch_add(1, std::memory_order_relaxed);  // before the close, as above
     if (options_.metrics != nullptr) {
       options_.metrics->RecordGrpcConnectionRefused(Metrics::ConnectionRefusal::kEmfile);
     }
+    close(fd);
     ++emfile_unlogged_;
   }
   spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);

@@ -1191,8 +1191,8 @@ void HttpServerImpl::AcceptFailed(const beast::error_code& ec) {
       const int fd =
           ::accept4(acceptor->native_handle(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) break;
+      Record(Metrics::HttpClose::kNoDescriptors);  // before the close: the peer may look at once
       ::close(fd);
-      Record(Metrics::HttpClose::kNoDescriptors);
     }
     spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   }

@@ -42,6 +42,12 @@
 #
 # usage: compose_test.sh CLI LOAD_DRIVER REPO_ROOT
 #   CONCURRENCY (16) calls in flight during the restart.
+#   COMPOSE_STEPS: "all" (default) runs 1-9; "image" runs step 1 only (the
+#   build and the look inside the image); "stack" runs 2-9 on the image step 1
+#   built. ctest runs them as two tests, containers_image and then
+#   containers_compose (a fixture), so that the image build, which is mostly
+#   ccache hits and packaging, shares the machine with the other tests and
+#   only the stack's load steps run alone.
 #   REUSE_IMAGE=1 tests the tensorops:latest built earlier instead of building
 #   this tree (for working on the test itself; CI never sets it).
 set -euo pipefail
@@ -129,7 +135,12 @@ for step in packages base standins; do
     || { tail -n 30 "$W/setup.log"; fail "tools/container_setup.sh $step"; }
 done
 phase "setup (packages, base image, stand-ins)"
-if [ "${REUSE_IMAGE:-0}" = 1 ] && podman image exists "$IMAGE"; then
+STEPS=${COMPOSE_STEPS:-all}
+case "$STEPS" in all | image | stack) ;; *) fail "COMPOSE_STEPS=$STEPS: all, image or stack" ;; esac
+if [ "$STEPS" = stack ]; then
+  podman image exists "$IMAGE" || fail "COMPOSE_STEPS=stack: no $IMAGE (containers_image builds it)"
+  log "COMPOSE_STEPS=stack: testing $IMAGE, built by the image step"
+elif [ "${REUSE_IMAGE:-0}" = 1 ] && podman image exists "$IMAGE"; then
   log "REUSE_IMAGE=1: testing the existing $IMAGE, not a build of this tree"
 else
   TENSOROPS_IMAGE=$IMAGE bash "$ROOT/tools/container_setup.sh" image >"$W/image.log" 2>&1 \
@@ -148,6 +159,10 @@ FOUND=$(podman run --rm --network none --no-healthcheck --user 0 --entrypoint /b
 [ -z "$FOUND" ] || fail "the image holds build tools or headers:
 $(echo "$FOUND" | head -n 20)"
 log "image $IMAGE: $((SIZE / 1000000)) MB, no compiler, headers, static libraries or CMake files"
+if [ "$STEPS" = image ]; then
+  log "COMPOSE_STEPS=image: done (phases: ${PHASES[*]})"
+  exit 0
+fi
 
 # --- 2. the stack -------------------------------------------------------------
 podman system service --time=0 "unix://$W/podman.sock" >"$W/podman-service.log" 2>&1 &
