@@ -106,100 +106,123 @@ void SequenceReversePlan::RunRange(const void* in_v, void* out_v, int64_t begin,
                                    int64_t end) const {
   const auto* in = static_cast<const char*>(in_v);
   auto* out = static_cast<char*>(out_v);
-  const int64_t row = b_ * inner_bytes_;  // bytes of one [B, inner] row
-#if defined(__x86_64__)
   // Time-major blocks that are whole 64-byte lines of the output.
-  const bool scatter = stream_ && !batch_first_ && inner_bytes_ % 64 == 0 &&
-                       reinterpret_cast<uintptr_t>(out) % 64 == 0;
-  const KernelIsa isa = ActiveKernelIsa();
+  bool scatter = false;
+  KernelIsa isa{};
+#if defined(__x86_64__)
+  scatter = stream_ && !batch_first_ && inner_bytes_ % 64 == 0 &&
+            reinterpret_cast<uintptr_t>(out) % 64 == 0;
+  isa = ActiveKernelIsa();
 #endif
   for (int64_t u = begin; u < end; ++u) {
     const int64_t o = u / a_;
     const int64_t a = u - o * a_;
     if (batch_first_) {
-      // Layout [outer, batch, mid, seq, inner]: each (o, a, m) row is one
-      // sequence; reverse its first `len` blocks, copy the tail as one run.
-      const int64_t len = lengths_[a];
-      for (int64_t m = 0; m < mid_; ++m) {
-        const int64_t off = ((o * a_ + a) * mid_ + m) * row;
-        if (len > 0) ReverseBlocks(out + off, in + off, len, inner_bytes_, stream_);
-        CopyBytes(out + off + len * inner_bytes_, in + off + len * inner_bytes_,
-                  (seq_len_ - len) * inner_bytes_, stream_);
-      }
-#if defined(__x86_64__)
+      BatchFirstUnit(in, out, o, a);
     } else if (scatter) {
-      // Layout [outer, seq, mid, batch, inner], output past the cache, every
-      // block whole lines: here unit u is an *input* row. Read it in order
-      // and stream each batch's block to its output row. The reads are one
-      // sequential stream the hardware prefetcher follows; the writes land
-      // anywhere, which streaming stores of whole lines do not mind (no read
-      // for ownership). The map from input to output rows is a bijection per
-      // batch, so disjoint unit ranges write disjoint bytes.
-      for (int64_t m = 0; m < mid_; ++m) {
-        const ScatterRow r{in + ((o * a_ + a) * mid_ + m) * row,
-                           out + (o * a_ * mid_ + m) * row,
-                           a,
-                           mid_ * row,
-                           inner_bytes_,
-                           lengths_.data(),
-                           b_};
-        ScatterRowOn(isa, r);
-      }
-#endif
+      ScatterUnit(in, out, o, a, isa);
     } else if (stream_) {
-      // Layout [outer, seq, mid, batch, inner], output past the cache, blocks
-      // not whole lines (so the scatter above would mix ordinary and
-      // streaming stores in the lines at their edges). Row t
-      // of the output gathers one [inner] block per batch from `batch`
-      // different input rows; walking the output row by row keeps that many
-      // read streams going at once, each a few lines long, which the
-      // hardware prefetcher does not follow (0.2-0.5x memcpy). Instead walk
-      // one batch column at a time through a block of output rows: its source
-      // rows are consecutive (descending inside the reversed prefix), so the
-      // reads form one strided stream, helped by a software prefetch a few
-      // rows ahead; the writes are whole blocks with streaming stores.
-      const int64_t t0 = a;
-      const int64_t t1 = std::min({a_, t0 + kColumnBlockRows, end - o * a_});
-      for (int64_t m = 0; m < mid_; ++m) {
-        const char* in_m = in + (o * a_ * mid_ + m) * row;
-        char* out_m = out + (o * a_ * mid_ + m) * row;
-        const int64_t t_step = mid_ * row;  // bytes from one time step to the next
-        for (int64_t i = 0; i < b_; ++i) {
-          const int64_t len = lengths_[i];
-          const int64_t col = i * inner_bytes_;
-          for (int64_t t = t0; t < t1; ++t) {
-            const int64_t tp = t + kPrefetchRows;
-            if (tp < a_) {
-              const char* p = in_m + (tp < len ? len - 1 - tp : tp) * t_step + col;
-              for (int64_t k = 0; k < inner_bytes_; k += 64) __builtin_prefetch(p + k);
-            }
-            const int64_t src_t = t < len ? len - 1 - t : t;
-            CopyBytes(out_m + t * t_step + col, in_m + src_t * t_step + col, inner_bytes_, true);
-          }
-        }
-      }
-      u += t1 - t0 - 1;  // the block covered units [u, u + t1 - t0)
+      u += ColumnBlock(in, out, o, a, end) - 1;  // the block covered units [u, u + n)
     } else {
-      // Layout [outer, seq, mid, batch, inner]: output row t of batch i comes
-      // from sequence position len_i-1-t (t < len_i) or t. Neighbouring
-      // batches with the same source position form one contiguous run.
-      const int64_t t = a;
-      for (int64_t m = 0; m < mid_; ++m) {
-        char* dst = out + ((o * a_ + t) * mid_ + m) * row;
-        int64_t i = 0;
-        while (i < b_) {
-          const int64_t src_t = t < lengths_[i] ? lengths_[i] - 1 - t : t;
-          int64_t j = i + 1;
-          while (j < b_ && (t < lengths_[j] ? lengths_[j] - 1 - t : t) == src_t) ++j;
-          const char* src = in + ((o * a_ + src_t) * mid_ + m) * row;
-          std::memcpy(dst + i * inner_bytes_, src + i * inner_bytes_, (j - i) * inner_bytes_);
-          i = j;
-        }
-      }
+      GatherUnit(in, out, o, a);
     }
   }
   // Another thread may read the output next: publish the streaming stores.
   if (stream_) StreamFence();
+}
+
+// Layout [outer, batch, mid, seq, inner]: each (o, a, m) row is one sequence;
+// reverse its first `len` blocks, copy the tail as one run.
+void SequenceReversePlan::BatchFirstUnit(const char* in, char* out, int64_t o, int64_t a) const {
+  const int64_t row = b_ * inner_bytes_;  // bytes of one [B, inner] row
+  const int64_t len = lengths_[a];
+  for (int64_t m = 0; m < mid_; ++m) {
+    const int64_t off = ((o * a_ + a) * mid_ + m) * row;
+    if (len > 0) ReverseBlocks(out + off, in + off, len, inner_bytes_, stream_);
+    CopyBytes(out + off + len * inner_bytes_, in + off + len * inner_bytes_,
+              (seq_len_ - len) * inner_bytes_, stream_);
+  }
+}
+
+// Layout [outer, seq, mid, batch, inner], output past the cache, every block
+// whole lines: here unit u is an *input* row. Read it in order and stream each
+// batch's block to its output row. The reads are one sequential stream the
+// hardware prefetcher follows; the writes land anywhere, which streaming
+// stores of whole lines do not mind (no read for ownership). The map from
+// input to output rows is a bijection per batch, so disjoint unit ranges write
+// disjoint bytes. (Only chosen on x86-64, where ScatterRowOn exists.)
+void SequenceReversePlan::ScatterUnit(const char* in, char* out, int64_t o, int64_t a,
+                                      KernelIsa isa) const {
+#if defined(__x86_64__)
+  const int64_t row = b_ * inner_bytes_;
+  for (int64_t m = 0; m < mid_; ++m) {
+    const ScatterRow r{in + ((o * a_ + a) * mid_ + m) * row,
+                       out + (o * a_ * mid_ + m) * row,
+                       a,
+                       mid_ * row,
+                       inner_bytes_,
+                       lengths_.data(),
+                       b_};
+    ScatterRowOn(isa, r);
+  }
+#else
+  (void)in, (void)out, (void)o, (void)a, (void)isa;
+#endif
+}
+
+// Layout [outer, seq, mid, batch, inner], output past the cache, blocks not
+// whole lines (so the scatter above would mix ordinary and streaming stores
+// in the lines at their edges). Row t of the output gathers one [inner] block
+// per batch from `batch` different input rows; walking the output row by row
+// keeps that many read streams going at once, each a few lines long, which
+// the hardware prefetcher does not follow (0.2-0.5x memcpy). Instead walk one
+// batch column at a time through a block of output rows: its source rows are
+// consecutive (descending inside the reversed prefix), so the reads form one
+// strided stream, helped by a software prefetch a few rows ahead; the writes
+// are whole blocks with streaming stores.
+int64_t SequenceReversePlan::ColumnBlock(const char* in, char* out, int64_t o, int64_t a,
+                                         int64_t end) const {
+  const int64_t row = b_ * inner_bytes_;
+  const int64_t t0 = a;
+  const int64_t t1 = std::min({a_, t0 + kColumnBlockRows, end - o * a_});
+  for (int64_t m = 0; m < mid_; ++m) {
+    const char* in_m = in + (o * a_ * mid_ + m) * row;
+    char* out_m = out + (o * a_ * mid_ + m) * row;
+    const int64_t t_step = mid_ * row;  // bytes from one time step to the next
+    for (int64_t i = 0; i < b_; ++i) {
+      const int64_t len = lengths_[i];
+      const int64_t col = i * inner_bytes_;
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t tp = t + kPrefetchRows;
+        if (tp < a_) {
+          const char* p = in_m + (tp < len ? len - 1 - tp : tp) * t_step + col;
+          for (int64_t k = 0; k < inner_bytes_; k += 64) __builtin_prefetch(p + k);
+        }
+        const int64_t src_t = t < len ? len - 1 - t : t;
+        CopyBytes(out_m + t * t_step + col, in_m + src_t * t_step + col, inner_bytes_, true);
+      }
+    }
+  }
+  return t1 - t0;
+}
+
+// Layout [outer, seq, mid, batch, inner]: output row t of batch i comes from
+// sequence position len_i-1-t (t < len_i) or t. Neighbouring batches with the
+// same source position form one contiguous run.
+void SequenceReversePlan::GatherUnit(const char* in, char* out, int64_t o, int64_t t) const {
+  const int64_t row = b_ * inner_bytes_;
+  for (int64_t m = 0; m < mid_; ++m) {
+    char* dst = out + ((o * a_ + t) * mid_ + m) * row;
+    int64_t i = 0;
+    while (i < b_) {
+      const int64_t src_t = t < lengths_[i] ? lengths_[i] - 1 - t : t;
+      int64_t j = i + 1;
+      while (j < b_ && (t < lengths_[j] ? lengths_[j] - 1 - t : t) == src_t) ++j;
+      const char* src = in + ((o * a_ + src_t) * mid_ + m) * row;
+      std::memcpy(dst + i * inner_bytes_, src + i * inner_bytes_, (j - i) * inner_bytes_);
+      i = j;
+    }
+  }
 }
 
 }  // namespace tensorops

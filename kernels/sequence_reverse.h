@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/streaming_store.h"  // KernelIsa
 #include "kernels/tensor.h"
 
 namespace tensorops {
@@ -41,6 +42,13 @@ class SequenceReversePlan {
   bool streams() const { return stream_; }
 
  private:
+  // RunRange's four layouts, one unit (o, a) each (ColumnBlock: a block of
+  // units from (o, a), returning how many it wrote); comments in the .cc.
+  void BatchFirstUnit(const char* in, char* out, int64_t o, int64_t a) const;
+  void ScatterUnit(const char* in, char* out, int64_t o, int64_t a, KernelIsa isa) const;
+  int64_t ColumnBlock(const char* in, char* out, int64_t o, int64_t a, int64_t end) const;
+  void GatherUnit(const char* in, char* out, int64_t o, int64_t t) const;
+
   bool batch_first_;  // A is the batch axis (else A is the sequence axis)
   int64_t outer_ = 1, a_ = 1, mid_ = 1, b_ = 1;
   int64_t inner_bytes_;  // inner dims x element width

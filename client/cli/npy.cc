@@ -58,31 +58,101 @@ absl::StatusOr<std::string> DictValue(absl::string_view dict, absl::string_view 
 
 }  // namespace
 
+namespace {
+
+// Where the header's dict and the data start, from the magic and the
+// version's length field (2 bytes in version 1, 4 in versions 2 and 3).
+struct Preamble {
+  size_t header_len = 0;
+  size_t data_start = 0;
+};
+
+absl::StatusOr<Preamble> ReadPreamble(absl::string_view bytes) {
+  if (bytes.size() < 10 || bytes.substr(0, kMagicLen) != absl::string_view(kMagic, kMagicLen)) {
+    return absl::InvalidArgumentError("not a .npy file (no \\x93NUMPY magic)");
+  }
+  const int major = static_cast<unsigned char>(bytes[6]);
+  Preamble p;
+  if (major == 1) {
+    p.header_len = static_cast<unsigned char>(bytes[8]) |
+                   (static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8);
+    p.data_start = 10 + p.header_len;
+  } else if (major == 2 || major == 3) {
+    if (bytes.size() < 12) return absl::InvalidArgumentError("truncated header");
+    for (int i = 0; i < 4; ++i) {
+      p.header_len |= static_cast<size_t>(static_cast<unsigned char>(bytes[8 + i])) << (8 * i);
+    }
+    p.data_start = 12 + p.header_len;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unsupported .npy format version ", major, ".",
+                     static_cast<int>(static_cast<unsigned char>(bytes[7]))));
+  }
+  if (p.data_start > bytes.size()) return absl::InvalidArgumentError("truncated header");
+  return p;
+}
+
+// The element type of a descr such as '<f4' (little-endian, or one byte wide).
+absl::StatusOr<DataType> ParseDescr(const std::string& descr, std::string* d) {
+  *d = std::string(absl::StripSuffix(absl::StripPrefix(descr, "'"), "'"));
+  if (d->size() < 2 || d->front() == '[' || d->front() == '{') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unsupported dtype ", descr, " (structured arrays are not supported)"));
+  }
+  const char order = (*d)[0];
+  const std::string code = d->substr(1);
+  DataType dtype = DataType::kInvalid;
+  for (const Descr& e : kDescrs) {
+    if (code == e.code) dtype = e.dtype;
+  }
+  if (dtype == DataType::kInvalid) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unsupported dtype '", *d,
+                     "'; supported: <f4 <f8 <f2 |i1 <i2 <i4 <i8 |u1 <u2 <u4 <u8 |b1 <c8 <c16"));
+  }
+  if (order == '>' && DataTypeWidth(dtype) > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "big-endian dtype '", *d, "' is not supported; save it little-endian (<", code, ")"));
+  }
+  if (order != '<' && order != '|' && order != '=' && order != '>') {
+    return absl::InvalidArgumentError(absl::StrCat("unsupported dtype '", *d, "'"));
+  }
+  return dtype;
+}
+
+// "(2, 3)", "(3,)" or "()".
+absl::StatusOr<std::vector<int64_t>> ParseNpyShape(const std::string& text) {
+  absl::string_view s = text;
+  if (!absl::ConsumePrefix(&s, "(") || !absl::ConsumeSuffix(&s, ")")) {
+    return absl::InvalidArgumentError(absl::StrCat("malformed shape ", text));
+  }
+  std::vector<int64_t> shape;
+  for (absl::string_view part : absl::StrSplit(s, ',', absl::SkipWhitespace())) {
+    int64_t dim;
+    if (!absl::SimpleAtoi(part, &dim) || dim < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("malformed shape ", text));
+    }
+    shape.push_back(dim);
+  }
+  int64_t n = 1;
+  for (int64_t dim : shape) {
+    if (dim != 0 && n > (INT64_MAX / 16) / dim)
+      return absl::InvalidArgumentError("shape too large");
+    n *= dim;
+  }
+  return shape;
+}
+
+}  // namespace
+
 absl::StatusOr<NpyLayout> ParseNpyHeader(absl::string_view bytes, absl::string_view what) {
   auto fail = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": ", why));
   };
-  if (bytes.size() < 10 || bytes.substr(0, kMagicLen) != absl::string_view(kMagic, kMagicLen)) {
-    return fail("not a .npy file (no \\x93NUMPY magic)");
-  }
-  const int major = static_cast<unsigned char>(bytes[6]);
-  size_t header_len = 0, data_start = 0;
-  if (major == 1) {
-    header_len = static_cast<unsigned char>(bytes[8]) |
-                 (static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8);
-    data_start = 10 + header_len;
-  } else if (major == 2 || major == 3) {
-    if (bytes.size() < 12) return fail("truncated header");
-    for (int i = 0; i < 4; ++i) {
-      header_len |= static_cast<size_t>(static_cast<unsigned char>(bytes[8 + i])) << (8 * i);
-    }
-    data_start = 12 + header_len;
-  } else {
-    return fail(absl::StrCat("unsupported .npy format version ", major, ".",
-                             static_cast<int>(static_cast<unsigned char>(bytes[7]))));
-  }
-  if (data_start > bytes.size()) return fail("truncated header");
-  const absl::string_view dict = bytes.substr(data_start - header_len, header_len);
+  absl::StatusOr<Preamble> preamble = ReadPreamble(bytes);
+  if (!preamble.ok()) return fail(preamble.status().message());
+  const absl::string_view dict =
+      bytes.substr(preamble->data_start - preamble->header_len, preamble->header_len);
 
   absl::StatusOr<std::string> descr = DictValue(dict, "descr");
   absl::StatusOr<std::string> fortran = DictValue(dict, "fortran_order");
@@ -92,54 +162,17 @@ absl::StatusOr<NpyLayout> ParseNpyHeader(absl::string_view bytes, absl::string_v
   if (!shape_text.ok()) return fail(shape_text.status().message());
   if (*fortran != "False") return fail("Fortran-order arrays are not supported (save in C order)");
 
-  std::string d = std::string(absl::StripSuffix(absl::StripPrefix(*descr, "'"), "'"));
-  if (d.size() < 2 || d.front() == '[' || d.front() == '{') {
-    return fail(
-        absl::StrCat("unsupported dtype ", *descr, " (structured arrays are not supported)"));
-  }
-  const char order = d[0];
-  const std::string code = d.substr(1);
-  DataType dtype = DataType::kInvalid;
-  for (const Descr& e : kDescrs) {
-    if (code == e.code) dtype = e.dtype;
-  }
-  if (dtype == DataType::kInvalid) {
-    return fail(
-        absl::StrCat("unsupported dtype '", d,
-                     "'; supported: <f4 <f8 <f2 |i1 <i2 <i4 <i8 |u1 <u2 <u4 <u8 |b1 <c8 <c16"));
-  }
-  if (order == '>' && DataTypeWidth(dtype) > 1) {
-    return fail(absl::StrCat("big-endian dtype '", d,
-                             "' is not supported; save it little-endian (<", code, ")"));
-  }
-  if (order != '<' && order != '|' && order != '=' && order != '>') {
-    return fail(absl::StrCat("unsupported dtype '", d, "'"));
-  }
-
-  // "(2, 3)", "(3,)" or "()".
-  absl::string_view s = *shape_text;
-  if (!absl::ConsumePrefix(&s, "(") || !absl::ConsumeSuffix(&s, ")")) {
-    return fail(absl::StrCat("malformed shape ", *shape_text));
-  }
-  std::vector<int64_t> shape;
-  for (absl::string_view part : absl::StrSplit(s, ',', absl::SkipWhitespace())) {
-    int64_t dim;
-    if (!absl::SimpleAtoi(part, &dim) || dim < 0) {
-      return fail(absl::StrCat("malformed shape ", *shape_text));
-    }
-    shape.push_back(dim);
-  }
-  int64_t n = 1;
-  for (int64_t dim : shape) {
-    if (dim != 0 && n > (INT64_MAX / 16) / dim) return fail("shape too large");
-    n *= dim;
-  }
   NpyLayout layout;
-  layout.dtype = dtype;
-  layout.shape = std::move(shape);
-  layout.data_offset = static_cast<int64_t>(data_start);
-  layout.data_bytes = n * DataTypeWidth(dtype);
-  layout.descr = d;
+  absl::StatusOr<DataType> dtype = ParseDescr(*descr, &layout.descr);
+  if (!dtype.ok()) return fail(dtype.status().message());
+  absl::StatusOr<std::vector<int64_t>> shape = ParseNpyShape(*shape_text);
+  if (!shape.ok()) return fail(shape.status().message());
+  int64_t n = 1;
+  for (int64_t dim : *shape) n *= dim;
+  layout.dtype = *dtype;
+  layout.shape = *std::move(shape);
+  layout.data_offset = static_cast<int64_t>(preamble->data_start);
+  layout.data_bytes = n * DataTypeWidth(*dtype);
   return layout;
 }
 

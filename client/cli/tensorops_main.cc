@@ -218,26 +218,196 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& flag, const std::st
   return ss.str();
 }
 
+// The value flags of `run`, `list-ops` and `health`, in --help's order. The
+// parser is hand-written, not absl flags: --input, --dtype, --shape and
+// --attr repeat and apply to the op before them (`run A ... then B ...`),
+// an order that absl's flags, one value per name, cannot carry.
+using FlagSetter = std::optional<Failure> (*)(const std::string& value, Args* args);
+
+std::optional<Failure> SetDeadline(const std::string& value, Args* args) {
+  absl::Duration d;
+  double secs;
+  if (absl::SimpleAtod(value, &secs)) {
+    d = absl::Seconds(secs);
+  } else if (!absl::ParseDuration(value, &d)) {
+    return Usage(absl::StrCat("--deadline '", value, "' is not a duration like 500ms or 10s"));
+  }
+  if (d <= absl::ZeroDuration()) return Usage("--deadline must be positive");
+  args->deadline = std::chrono::milliseconds(std::max<int64_t>(1, absl::ToInt64Milliseconds(d)));
+  return std::nullopt;
+}
+
+std::optional<Failure> AddInput(const std::string& value, Args* args) {
+  if (args->ops.empty()) args->ops.emplace_back();
+  args->ops.back().inputs.push_back({value, std::nullopt, std::nullopt});
+  return std::nullopt;
+}
+
+// --dtype and --shape describe the inline --input before them.
+absl::StatusOr<InputSpec*> LastInlineInput(absl::string_view name, Args* args) {
+  if (args->ops.empty() || args->ops.back().inputs.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", name, " must follow an --input"));
+  }
+  InputSpec& in = args->ops.back().inputs.back();
+  if (absl::StartsWith(in.text, "@")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, " applies to inline inputs; ", in.text, " carries its own"));
+  }
+  return &in;
+}
+
+std::optional<Failure> SetDtype(const std::string& value, Args* args) {
+  absl::StatusOr<InputSpec*> in = LastInlineInput("dtype", args);
+  if (!in.ok()) return Usage(in.status().message());
+  absl::StatusOr<DataType> t = ParseDataType(value);
+  if (!t.ok()) return Usage(t.status().message());
+  (*in)->dtype = *t;
+  return std::nullopt;
+}
+
+std::optional<Failure> SetShape(const std::string& value, Args* args) {
+  absl::StatusOr<InputSpec*> in = LastInlineInput("shape", args);
+  if (!in.ok()) return Usage(in.status().message());
+  absl::StatusOr<std::vector<int64_t>> shape = ParseShape(value);
+  if (!shape.ok()) return Usage(shape.status().message());
+  (*in)->shape = *shape;
+  return std::nullopt;
+}
+
+std::optional<Failure> AddAttr(const std::string& value, Args* args) {
+  const size_t eq = value.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    return Usage(absl::StrCat("--attr '", value, "' is not NAME=VALUE"));
+  }
+  const std::string key = value.substr(0, eq), text = value.substr(eq + 1);
+  if (args->ops.empty()) args->ops.emplace_back();
+  Attrs& attrs = args->ops.back().attrs;
+  double num;
+  if (absl::SimpleAtod(text, &num) && std::isfinite(num)) {
+    attrs.insert_or_assign(key, AttrValue(num));  // "nan"/"inf" stay strings
+  } else {
+    attrs.insert_or_assign(key, AttrValue(text));
+  }
+  return std::nullopt;
+}
+
+std::optional<Failure> SetStream(const std::string& value, Args* args) {
+  if (value == "auto") {
+    args->transport = Transport::kAuto;
+  } else if (value == "always") {
+    args->transport = Transport::kStream;
+  } else if (value == "never") {
+    args->transport = Transport::kUnary;
+  } else {
+    return Usage(absl::StrCat("--stream '", value, "' is not auto, always or never"));
+  }
+  return std::nullopt;
+}
+
+std::optional<Failure> SetStreamThreshold(const std::string& value, Args* args) {
+  if (!absl::SimpleAtoi(value, &args->stream_threshold) || args->stream_threshold < 0) {
+    return Usage(absl::StrCat("--stream_threshold '", value, "' is not a byte count >= 0"));
+  }
+  return std::nullopt;
+}
+
+std::optional<Failure> SetProgress(const std::string& value, Args* args) {
+  if (value != "auto" && value != "always" && value != "never") {
+    return Usage(absl::StrCat("--progress '", value, "' is not auto, always or never"));
+  }
+  args->progress = value;
+  return std::nullopt;
+}
+
+// A flag whose value is stored as given.
+template <std::string Args::*field>
+std::optional<Failure> SetString(const std::string& value, Args* args) {
+  args->*field = value;
+  return std::nullopt;
+}
+
+struct ValueFlag {
+  absl::string_view name;
+  FlagSetter set;
+};
+constexpr ValueFlag kValueFlags[] = {
+    {"target", &SetString<&Args::target>},
+    {"deadline", &SetDeadline},
+    {"input", &AddInput},
+    {"dtype", &SetDtype},
+    {"shape", &SetShape},
+    {"attr", &AddAttr},
+    {"output", &SetString<&Args::output>},
+    {"service", &SetString<&Args::service>},
+    {"tls_ca", &SetString<&Args::tls_ca>},
+    {"tls_cert", &SetString<&Args::tls_cert>},
+    {"tls_key", &SetString<&Args::tls_key>},
+    {"token_file", &SetString<&Args::token_file>},
+    {"traceparent", &SetString<&Args::traceparent>},
+    {"stream", &SetStream},
+    {"stream_threshold", &SetStreamThreshold},
+    {"progress", &SetProgress},
+};
+
+const ValueFlag* FindValueFlag(absl::string_view name) {
+  for (const ValueFlag& f : kValueFlags) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+// A word that is not an option: the command, an op name, or `then`.
+std::optional<Failure> TakePositional(const std::string& a, Args* args) {
+  if (args->command.empty()) {
+    args->command = a;
+  } else if (args->command == "run" && a == "then") {
+    if (args->ops.empty() || args->ops.back().op.empty()) {
+      return Usage("'then' must follow an op, as in: run Reverse ... then Roll ...");
+    }
+    args->ops.emplace_back();
+  } else if (args->command == "run" && (args->ops.empty() || args->ops.back().op.empty())) {
+    if (args->ops.empty()) args->ops.emplace_back();
+    args->ops.back().op = a;
+  } else {
+    return Usage(absl::StrCat("unexpected argument '", a, "'"));
+  }
+  return std::nullopt;
+}
+
+// What no single argument can show: the command, and flags that belong
+// together or to one command only.
+std::optional<Failure> CheckArgs(const Args& args) {
+  if (args.tls_cert.empty() != args.tls_key.empty()) {
+    return Usage("--tls_cert and --tls_key go together");
+  }
+  if (args.command.empty()) return Usage("no command given (run, list-ops or health)");
+  if (args.command != "run" && args.command != "list-ops" && args.command != "health") {
+    return Usage(absl::StrCat("unknown command '", args.command, "' (run, list-ops or health)"));
+  }
+  if (args.command == "run") {
+    if (args.ops.empty() || args.ops.front().op.empty()) {
+      return Usage("run needs an op name, e.g. tensorops run Roll ...");
+    }
+    if (args.ops.front().inputs.empty()) return Usage("run needs at least one --input");
+    if (args.ops.back().op.empty()) {
+      return Usage("'then' needs an op name, e.g. then Roll --input 1 --input 0");
+    }
+  } else if (!args.ops.empty() || !args.output.empty() || args.transport != Transport::kAuto ||
+             args.progress != "auto") {
+    return Usage(absl::StrCat(
+        "--input, --attr, --output, --stream and --progress belong to run, not ", args.command));
+  }
+  if (!args.service.empty() && args.command != "health") {
+    return Usage("--service belongs to health");
+  }
+  return std::nullopt;
+}
+
 // Parses argv; on failure returns the reason.
 std::optional<Failure> ParseArgs(int argc, char** argv, Args* args) {
-  std::vector<std::string> av(argv + 1, argv + argc);
+  const std::vector<std::string> av(argv + 1, argv + argc);
   for (size_t i = 0; i < av.size(); ++i) {
-    std::string a = av[i];
-    std::optional<std::string> value;
-    // --name=value or --name value
-    auto take = [&](absl::string_view name) -> std::optional<std::string> {
-      const std::string flag = absl::StrCat("--", name);
-      if (a == flag) {
-        if (i + 1 >= av.size()) return std::nullopt;
-        return av[++i];
-      }
-      if (absl::StartsWith(a, flag + "=")) return a.substr(flag.size() + 1);
-      return std::nullopt;
-    };
-    auto is = [&](absl::string_view name) {
-      const std::string flag = absl::StrCat("--", name);
-      return a == flag || absl::StartsWith(a, flag + "=");
-    };
+    const std::string& a = av[i];
     if (a == "--help" || a == "-h" || a == "help") {
       args->help = true;
       return std::nullopt;
@@ -246,138 +416,27 @@ std::optional<Failure> ParseArgs(int argc, char** argv, Args* args) {
       args->verbose = true;
       continue;
     }
-    if (is("target") || is("deadline") || is("input") || is("dtype") || is("shape") || is("attr") ||
-        is("output") || is("service") || is("tls_ca") || is("tls_cert") || is("tls_key") ||
-        is("token_file") || is("stream") || is("stream_threshold") || is("progress") ||
-        is("traceparent")) {
-      const std::string name =
-          a.substr(2, a.find('=') == std::string::npos ? std::string::npos : a.find('=') - 2);
-      value = take(name);
-      if (!value.has_value()) return Usage(absl::StrCat("--", name, " needs a value"));
-      if (name == "target") {
-        args->target = *value;
-      } else if (name == "deadline") {
-        absl::Duration d;
-        double secs;
-        if (absl::SimpleAtod(*value, &secs)) {
-          d = absl::Seconds(secs);
-        } else if (!absl::ParseDuration(*value, &d)) {
-          return Usage(
-              absl::StrCat("--deadline '", *value, "' is not a duration like 500ms or 10s"));
-        }
-        if (d <= absl::ZeroDuration()) return Usage("--deadline must be positive");
-        args->deadline =
-            std::chrono::milliseconds(std::max<int64_t>(1, absl::ToInt64Milliseconds(d)));
-      } else if (name == "input") {
-        if (args->ops.empty()) args->ops.emplace_back();
-        args->ops.back().inputs.push_back({*value, std::nullopt, std::nullopt});
-      } else if (name == "dtype" || name == "shape") {
-        if (args->ops.empty() || args->ops.back().inputs.empty()) {
-          return Usage(absl::StrCat("--", name, " must follow an --input"));
-        }
-        InputSpec& in = args->ops.back().inputs.back();
-        if (absl::StartsWith(in.text, "@")) {
-          return Usage(
-              absl::StrCat("--", name, " applies to inline inputs; ", in.text, " carries its own"));
-        }
-        if (name == "dtype") {
-          absl::StatusOr<DataType> t = ParseDataType(*value);
-          if (!t.ok()) return Usage(t.status().message());
-          in.dtype = *t;
+    if (absl::StartsWith(a, "--")) {
+      // --name=value or --name value
+      const size_t eq = a.find('=');
+      const std::string name = a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+      if (const ValueFlag* flag = FindValueFlag(name); flag != nullptr) {
+        std::string value;
+        if (eq != std::string::npos) {
+          value = a.substr(eq + 1);
+        } else if (i + 1 < av.size()) {
+          value = av[++i];
         } else {
-          absl::StatusOr<std::vector<int64_t>> s = ParseShape(*value);
-          if (!s.ok()) return Usage(s.status().message());
-          in.shape = *s;
+          return Usage(absl::StrCat("--", name, " needs a value"));
         }
-      } else if (name == "attr") {
-        const size_t eq = value->find('=');
-        if (eq == std::string::npos || eq == 0) {
-          return Usage(absl::StrCat("--attr '", *value, "' is not NAME=VALUE"));
-        }
-        const std::string key = value->substr(0, eq), text = value->substr(eq + 1);
-        if (args->ops.empty()) args->ops.emplace_back();
-        Attrs& attrs = args->ops.back().attrs;
-        double num;
-        if (absl::SimpleAtod(text, &num) && std::isfinite(num)) {
-          attrs.insert_or_assign(key, AttrValue(num));  // "nan"/"inf" stay strings
-        } else {
-          attrs.insert_or_assign(key, AttrValue(text));
-        }
-      } else if (name == "output") {
-        args->output = *value;
-      } else if (name == "service") {
-        args->service = *value;
-      } else if (name == "tls_ca") {
-        args->tls_ca = *value;
-      } else if (name == "tls_cert") {
-        args->tls_cert = *value;
-      } else if (name == "tls_key") {
-        args->tls_key = *value;
-      } else if (name == "token_file") {
-        args->token_file = *value;
-      } else if (name == "traceparent") {
-        args->traceparent = *value;
-      } else if (name == "stream") {
-        if (*value == "auto") {
-          args->transport = Transport::kAuto;
-        } else if (*value == "always") {
-          args->transport = Transport::kStream;
-        } else if (*value == "never") {
-          args->transport = Transport::kUnary;
-        } else {
-          return Usage(absl::StrCat("--stream '", *value, "' is not auto, always or never"));
-        }
-      } else if (name == "stream_threshold") {
-        if (!absl::SimpleAtoi(*value, &args->stream_threshold) || args->stream_threshold < 0) {
-          return Usage(absl::StrCat("--stream_threshold '", *value, "' is not a byte count >= 0"));
-        }
-      } else if (name == "progress") {
-        if (*value != "auto" && *value != "always" && *value != "never") {
-          return Usage(absl::StrCat("--progress '", *value, "' is not auto, always or never"));
-        }
-        args->progress = *value;
+        if (std::optional<Failure> f = flag->set(value, args)) return f;
+        continue;
       }
-      continue;
     }
     if (absl::StartsWith(a, "-") && a != "-") return Usage(absl::StrCat("unknown option ", a));
-    if (args->command.empty()) {
-      args->command = a;
-    } else if (args->command == "run" && a == "then") {
-      if (args->ops.empty() || args->ops.back().op.empty()) {
-        return Usage("'then' must follow an op, as in: run Reverse ... then Roll ...");
-      }
-      args->ops.emplace_back();
-    } else if (args->command == "run" && (args->ops.empty() || args->ops.back().op.empty())) {
-      if (args->ops.empty()) args->ops.emplace_back();
-      args->ops.back().op = a;
-    } else {
-      return Usage(absl::StrCat("unexpected argument '", a, "'"));
-    }
+    if (std::optional<Failure> f = TakePositional(a, args)) return f;
   }
-  if (args->tls_cert.empty() != args->tls_key.empty()) {
-    return Usage("--tls_cert and --tls_key go together");
-  }
-  if (args->command.empty()) return Usage("no command given (run, list-ops or health)");
-  if (args->command != "run" && args->command != "list-ops" && args->command != "health") {
-    return Usage(absl::StrCat("unknown command '", args->command, "' (run, list-ops or health)"));
-  }
-  if (args->command == "run") {
-    if (args->ops.empty() || args->ops.front().op.empty()) {
-      return Usage("run needs an op name, e.g. tensorops run Roll ...");
-    }
-    if (args->ops.front().inputs.empty()) return Usage("run needs at least one --input");
-    if (args->ops.back().op.empty()) {
-      return Usage("'then' needs an op name, e.g. then Roll --input 1 --input 0");
-    }
-  } else if (!args->ops.empty() || !args->output.empty() || args->transport != Transport::kAuto ||
-             args->progress != "auto") {
-    return Usage(absl::StrCat(
-        "--input, --attr, --output, --stream and --progress belong to run, not ", args->command));
-  }
-  if (!args->service.empty() && args->command != "health") {
-    return Usage("--service belongs to health");
-  }
-  return std::nullopt;
+  return CheckArgs(*args);
 }
 
 std::string FormatShape(const std::vector<int64_t>& shape) {

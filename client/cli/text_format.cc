@@ -290,76 +290,108 @@ absl::StatusOr<std::vector<int64_t>> ParseShape(absl::string_view text) {
   return shape;
 }
 
-absl::StatusOr<Tensor> ParseTensor(absl::string_view text, std::optional<DataType> dtype_opt,
-                                   std::optional<std::vector<int64_t>> shape_override) {
-  std::vector<int64_t> shape;
-  std::vector<Leaf> leaves;
-  absl::Status st = Parser(text).Parse(&shape, &leaves);
-  if (!st.ok()) return st;
+namespace {
 
-  DataType dtype;
-  if (dtype_opt.has_value()) {
-    dtype = *dtype_opt;
-  } else if (!leaves.empty() && leaves[0].quoted) {
-    dtype = DataType::kString;
-  } else if (!leaves.empty() && IsBoolWord(leaves[0].text)) {
-    dtype = DataType::kBool;
-  } else {
-    dtype = DataType::kInt64;
-    for (const Leaf& l : leaves) {
-      int64_t unused;
-      if (!absl::SimpleAtoi(l.text, &unused)) dtype = DataType::kFloat32;
-    }
+// The dtype a literal's values say when --dtype does not: strings if quoted,
+// bool if true/false, int64 if every value is an integer, float32 otherwise.
+DataType DtypeOf(const std::vector<Leaf>& leaves, std::optional<DataType> dtype) {
+  if (dtype.has_value()) return *dtype;
+  if (!leaves.empty() && leaves[0].quoted) return DataType::kString;
+  if (!leaves.empty() && IsBoolWord(leaves[0].text)) return DataType::kBool;
+  for (const Leaf& l : leaves) {
+    int64_t unused;
+    if (!absl::SimpleAtoi(l.text, &unused)) return DataType::kFloat32;
   }
+  return DataType::kInt64;
+}
 
+// The tensor's shape: the literal's nesting (less the [re, im] pairs'
+// dimension of a complex type), or --shape when given.
+absl::Status ResolveShape(DataType dtype, size_t leaf_count,
+                          const std::optional<std::vector<int64_t>>& shape_override,
+                          std::vector<int64_t>* shape) {
   const bool complex = dtype == DataType::kComplex64 || dtype == DataType::kComplex128;
   if (complex) {
     // [re, im] pairs: the innermost dimension of the text is 2 and goes away.
-    if (shape.empty() || shape.back() != 2) {
+    if (shape->empty() || shape->back() != 2) {
       return absl::InvalidArgumentError(
           "complex values are written as [re, im] pairs (innermost dimension 2)");
     }
-    shape.pop_back();
+    shape->pop_back();
   }
   if (shape_override.has_value()) {
-    int64_t want = 1, have = static_cast<int64_t>(leaves.size()) / (complex ? 2 : 1);
+    int64_t want = 1, have = static_cast<int64_t>(leaf_count) / (complex ? 2 : 1);
     for (int64_t d : *shape_override) want *= d;
     if (want != have) {
       return absl::InvalidArgumentError(absl::StrCat("--shape [",
                                                      absl::StrJoin(*shape_override, ","),
                                                      "] needs ", want, " values, got ", have));
     }
-    shape = *shape_override;
+    *shape = *shape_override;
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Tensor> FloatingTensor(DataType dtype, const std::vector<Leaf>& leaves,
+                                      const std::vector<int64_t>& shape) {
+  std::vector<double> d;
+  if (absl::Status s = ParseDoubles(leaves, dtype, &d); !s.ok()) return s;
+  switch (dtype) {
+    case DataType::kFloat64:
+      return Make(d, shape);
+    case DataType::kComplex64: {
+      std::vector<std::complex<float>> c(d.size() / 2);
+      for (size_t i = 0; i < c.size(); ++i) c[i] = {float(d[2 * i]), float(d[2 * i + 1])};
+      return Make(c, shape);
+    }
+    case DataType::kComplex128: {
+      std::vector<std::complex<double>> c(d.size() / 2);
+      for (size_t i = 0; i < c.size(); ++i) c[i] = {d[2 * i], d[2 * i + 1]};
+      return Make(c, shape);
+    }
+    default:  // float32 and the narrow floats, rounded from float
+      return Tensor::FromFloats(dtype, std::vector<float>(d.begin(), d.end()), shape);
+  }
+}
+
+absl::StatusOr<Tensor> BoolTensor(const std::vector<Leaf>& leaves,
+                                  const std::vector<int64_t>& shape) {
+  std::vector<bool> v;
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const std::string& t = leaves[i].text;
+    if (t == "true" || t == "1") {
+      v.push_back(true);
+    } else if (t == "false" || t == "0") {
+      v.push_back(false);
+    } else {
+      return BadValue(leaves[i], i, DataType::kBool, " (true, false, 1 or 0)");
+    }
+  }
+  return Tensor(v, shape);
+}
+
+}  // namespace
+
+absl::StatusOr<Tensor> ParseTensor(absl::string_view text, std::optional<DataType> dtype_opt,
+                                   std::optional<std::vector<int64_t>> shape_override) {
+  std::vector<int64_t> shape;
+  std::vector<Leaf> leaves;
+  absl::Status st = Parser(text).Parse(&shape, &leaves);
+  if (!st.ok()) return st;
+  const DataType dtype = DtypeOf(leaves, dtype_opt);
+  st = ResolveShape(dtype, leaves.size(), shape_override, &shape);
+  if (!st.ok()) return st;
 
   switch (dtype) {
     case DataType::kFloat32:
     case DataType::kFloat16:
     case DataType::kBFloat16:
     case DataType::kFloat8E4M3:
-    case DataType::kFloat8E5M2: {
-      std::vector<double> d;
-      if (absl::Status s = ParseDoubles(leaves, dtype, &d); !s.ok()) return s;
-      return Tensor::FromFloats(dtype, std::vector<float>(d.begin(), d.end()), shape);
-    }
-    case DataType::kFloat64: {
-      std::vector<double> d;
-      if (absl::Status s = ParseDoubles(leaves, dtype, &d); !s.ok()) return s;
-      return Make(d, shape);
-    }
+    case DataType::kFloat8E5M2:
+    case DataType::kFloat64:
     case DataType::kComplex64:
-    case DataType::kComplex128: {
-      std::vector<double> d;
-      if (absl::Status s = ParseDoubles(leaves, dtype, &d); !s.ok()) return s;
-      if (dtype == DataType::kComplex64) {
-        std::vector<std::complex<float>> c(d.size() / 2);
-        for (size_t i = 0; i < c.size(); ++i) c[i] = {float(d[2 * i]), float(d[2 * i + 1])};
-        return Make(c, shape);
-      }
-      std::vector<std::complex<double>> c(d.size() / 2);
-      for (size_t i = 0; i < c.size(); ++i) c[i] = {d[2 * i], d[2 * i + 1]};
-      return Make(c, shape);
-    }
+    case DataType::kComplex128:
+      return FloatingTensor(dtype, leaves, shape);
 #define TENSOROPS_INT_CASE_(D, T)                                            \
   case DataType::D: {                                                        \
     std::vector<T> v;                                                        \
@@ -375,20 +407,8 @@ absl::StatusOr<Tensor> ParseTensor(absl::string_view text, std::optional<DataTyp
       TENSOROPS_INT_CASE_(kUInt32, uint32_t)
       TENSOROPS_INT_CASE_(kUInt64, uint64_t)
 #undef TENSOROPS_INT_CASE_
-    case DataType::kBool: {
-      std::vector<bool> v;
-      for (size_t i = 0; i < leaves.size(); ++i) {
-        const std::string& t = leaves[i].text;
-        if (t == "true" || t == "1") {
-          v.push_back(true);
-        } else if (t == "false" || t == "0") {
-          v.push_back(false);
-        } else {
-          return BadValue(leaves[i], i, dtype, " (true, false, 1 or 0)");
-        }
-      }
-      return Tensor(v, shape);
-    }
+    case DataType::kBool:
+      return BoolTensor(leaves, shape);
     case DataType::kString: {
       std::vector<std::string> v;
       for (Leaf& l : leaves) v.push_back(std::move(l.text));
@@ -399,16 +419,24 @@ absl::StatusOr<Tensor> ParseTensor(absl::string_view text, std::optional<DataTyp
   }
 }
 
-std::string FormatTensor(const Tensor& t) {
-  const std::vector<int64_t>& shape = t.shape();
-  const int64_t n = t.num_elements();
-  std::vector<float> narrow;
-  const bool is_narrow = t.dtype() == DataType::kFloat16 || t.dtype() == DataType::kBFloat16 ||
-                         t.dtype() == DataType::kFloat8E4M3 || t.dtype() == DataType::kFloat8E5M2;
-  if (is_narrow) narrow = t.ToFloats().value_or(std::vector<float>());
+namespace {
+
+template <typename T>
+void AppendComplex(std::string* out, const char* p) {
+  T v[2];
+  std::memcpy(v, p, sizeof(v));
+  *out += '[';
+  AppendNumber(out, v[0]);
+  *out += ", ";
+  AppendNumber(out, v[1]);
+  *out += ']';
+}
+
+// Element i of t as text; `narrow` holds the narrow float types' values
+// widened to float (empty for the other types).
+void AppendElement(const Tensor& t, const std::vector<float>& narrow, int64_t i, std::string* out) {
   const char* p = t.bytes().data();
-  auto element = [&](std::string* out, int64_t i) {
-    switch (t.dtype()) {
+  switch (t.dtype()) {
 #define TENSOROPS_FMT_(D, T)                       \
   case DataType::D: {                              \
     T v;                                           \
@@ -416,48 +444,45 @@ std::string FormatTensor(const Tensor& t) {
     AppendNumber(out, v);                          \
     break;                                         \
   }
-      TENSOROPS_FMT_(kFloat32, float)
-      TENSOROPS_FMT_(kFloat64, double)
-      TENSOROPS_FMT_(kInt8, int8_t)
-      TENSOROPS_FMT_(kInt16, int16_t)
-      TENSOROPS_FMT_(kInt32, int32_t)
-      TENSOROPS_FMT_(kInt64, int64_t)
-      TENSOROPS_FMT_(kUInt8, uint8_t)
-      TENSOROPS_FMT_(kUInt16, uint16_t)
-      TENSOROPS_FMT_(kUInt32, uint32_t)
-      TENSOROPS_FMT_(kUInt64, uint64_t)
+    TENSOROPS_FMT_(kFloat32, float)
+    TENSOROPS_FMT_(kFloat64, double)
+    TENSOROPS_FMT_(kInt8, int8_t)
+    TENSOROPS_FMT_(kInt16, int16_t)
+    TENSOROPS_FMT_(kInt32, int32_t)
+    TENSOROPS_FMT_(kInt64, int64_t)
+    TENSOROPS_FMT_(kUInt8, uint8_t)
+    TENSOROPS_FMT_(kUInt16, uint16_t)
+    TENSOROPS_FMT_(kUInt32, uint32_t)
+    TENSOROPS_FMT_(kUInt64, uint64_t)
 #undef TENSOROPS_FMT_
-      case DataType::kBool:
-        *out += p[i] ? "true" : "false";
-        break;
-      case DataType::kString:
-        AppendQuoted(out, t.strings()[i]);
-        break;
-      case DataType::kComplex64: {
-        float v[2];
-        std::memcpy(v, p + i * 8, 8);
-        *out += '[';
-        AppendNumber(out, v[0]);
-        *out += ", ";
-        AppendNumber(out, v[1]);
-        *out += ']';
-        break;
-      }
-      case DataType::kComplex128: {
-        double v[2];
-        std::memcpy(v, p + i * 16, 16);
-        *out += '[';
-        AppendNumber(out, v[0]);
-        *out += ", ";
-        AppendNumber(out, v[1]);
-        *out += ']';
-        break;
-      }
-      default:
-        AppendNumber(out, narrow[i]);
-        break;
-    }
-  };
+    case DataType::kBool:
+      *out += p[i] ? "true" : "false";
+      break;
+    case DataType::kString:
+      AppendQuoted(out, t.strings()[i]);
+      break;
+    case DataType::kComplex64:
+      AppendComplex<float>(out, p + i * 8);
+      break;
+    case DataType::kComplex128:
+      AppendComplex<double>(out, p + i * 16);
+      break;
+    default:
+      AppendNumber(out, narrow[i]);
+      break;
+  }
+}
+
+}  // namespace
+
+std::string FormatTensor(const Tensor& t) {
+  const std::vector<int64_t>& shape = t.shape();
+  const int64_t n = t.num_elements();
+  std::vector<float> narrow;
+  const bool is_narrow = t.dtype() == DataType::kFloat16 || t.dtype() == DataType::kBFloat16 ||
+                         t.dtype() == DataType::kFloat8E4M3 || t.dtype() == DataType::kFloat8E5M2;
+  if (is_narrow) narrow = t.ToFloats().value_or(std::vector<float>());
+  auto element = [&](std::string* out, int64_t i) { AppendElement(t, narrow, i, out); };
   std::string out;
   if (shape.empty()) {
     element(&out, 0);

@@ -88,72 +88,17 @@ absl::StatusOr<std::unique_ptr<StreamedExecution>> StreamedExecution::Begin(
   std::vector<TensorView> views;  // no data yet: only what the spec checks need
   int64_t total = 0;              // stays <= max_stream_bytes, so sums cannot overflow
   for (int i = 0; i < header.inputs_size(); ++i) {
-    const v1::TensorHeader& h = header.inputs(i);
-    const std::string what = absl::StrCat("header.inputs[", i, "]");
-    const DType dtype = FromProtoDataType(h.dtype());
-    if (dtype == DType::kInvalid) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, ".dtype is ", static_cast<int>(h.dtype()), ", not an element type"));
-    }
-    if (dtype == DType::kString) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ".dtype is STRING, which has no fixed-width layout to stream; use Execute"));
-    }
-    if (h.shape_size() > limits.max_rank) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, " has rank ", h.shape_size(), "; the limit is ", limits.max_rank, " (--max_rank)"));
-    }
-    const absl::Span<const int64_t> dims(h.shape().data(), h.shape_size());
-    ASSIGN_OR_RETURN(const int64_t bytes,
-                     CheckedByteSize(dims, ElementWidth(dtype), absl::StrCat(what, ".shape")));
     // A flowing stream's data never lies whole in memory: only the window
     // (and a layout buffered whole, checked when the plan declines it).
     const bool flowing_data = header.flow() && i == 0;
-    if (flowing_data ? bytes > kMaxFlowBytes : bytes > limits.max_stream_bytes - total) {
-      return TooBig(limits, what, bytes, dims, dtype);
-    }
-    if (!flowing_data) total += bytes;
-    s->input_bytes_ += bytes;
-    Input in;
-    in.dtype = dtype;
-    in.shape.assign(dims.begin(), dims.end());
-    in.bytes = bytes;
-    in.expected_crc = h.crc32();
-    views.push_back(TensorView{dtype, in.shape, nullptr});
-    s->inputs_.push_back(std::move(in));
+    RETURN_IF_ERROR(s->AddInput(header.inputs(i), i, flowing_data, &total, &views));
   }
   ASSIGN_OR_RETURN(s->def_, registry.CheckCall(header.op(), views, s->attrs_));
   // What the op will write, from its inference: reserved (and budgeted)
   // before a byte is uploaded.
   ASSIGN_OR_RETURN(std::vector<TensorType> outputs, s->def_->infer(views, s->attrs_));
-  // A chain's steps come whole in the header: each is checked now, before
-  // the upload, with the first op's output as its first input. A chain
-  // keeps the type and shape, so the output below is the chain's.
-  if (header.then_size() > 0) {
-    s->chain_ = header.then();
-    int64_t step_bytes = 0;
-    ASSIGN_OR_RETURN(s->steps_, DecodeChain(s->chain_, limits, &step_bytes, &s->chain_inputs_));
-    if (outputs.size() == 1) {
-      RETURN_IF_ERROR(registry.CheckChain(outputs[0], s->steps_, &s->chain_ops_).status());
-    }
-  }
-  if (outputs.size() != 1) {
-    return absl::UnimplementedError(
-        absl::StrCat(s->def_->spec.name, " has ", outputs.size(),
-                     " outputs; ExecuteStream sends exactly one (use Execute)"));
-  }
-  for (size_t o = 0; o < outputs.size(); ++o) {
-    const std::string what = absl::StrCat("output[", o, "]");
-    ASSIGN_OR_RETURN(const int64_t bytes,
-                     CheckedByteSize(outputs[o].shape, ElementWidth(outputs[o].dtype), what));
-    if (header.flow() ? bytes > kMaxFlowBytes : bytes > limits.max_stream_bytes - total) {
-      return TooBig(limits, what, bytes, outputs[o].shape, outputs[o].dtype);
-    }
-    if (!header.flow()) total += bytes;
-    s->output_bytes_ += bytes;
-  }
-  s->out_dtype_ = outputs[0].dtype;
-  s->out_shape_ = outputs[0].shape;
+  RETURN_IF_ERROR(s->CheckChainSteps(header, outputs));
+  RETURN_IF_ERROR(s->AddOutput(outputs, header.flow(), &total));
   if (header.flow()) {
     s->flow_ = true;
     s->out_crc_ = std::make_unique<Crc32OfPieces>(s->output_bytes_);
@@ -163,6 +108,75 @@ absl::StatusOr<std::unique_ptr<StreamedExecution>> StreamedExecution::Begin(
     RETURN_IF_ERROR(s->MaybePlan(&none));
   }
   return s;
+}
+
+absl::Status StreamedExecution::AddInput(const v1::TensorHeader& h, int i, bool flowing_data,
+                                         int64_t* total, std::vector<TensorView>* views) {
+  const std::string what = absl::StrCat("header.inputs[", i, "]");
+  const DType dtype = FromProtoDataType(h.dtype());
+  if (dtype == DType::kInvalid) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ".dtype is ", static_cast<int>(h.dtype()), ", not an element type"));
+  }
+  if (dtype == DType::kString) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ".dtype is STRING, which has no fixed-width layout to stream; use Execute"));
+  }
+  if (h.shape_size() > limits_.max_rank) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " has rank ", h.shape_size(), "; the limit is ", limits_.max_rank, " (--max_rank)"));
+  }
+  const absl::Span<const int64_t> dims(h.shape().data(), h.shape_size());
+  ASSIGN_OR_RETURN(const int64_t bytes,
+                   CheckedByteSize(dims, ElementWidth(dtype), absl::StrCat(what, ".shape")));
+  if (flowing_data ? bytes > kMaxFlowBytes : bytes > limits_.max_stream_bytes - *total) {
+    return TooBig(limits_, what, bytes, dims, dtype);
+  }
+  if (!flowing_data) *total += bytes;
+  input_bytes_ += bytes;
+  Input in;
+  in.dtype = dtype;
+  in.shape.assign(dims.begin(), dims.end());
+  in.bytes = bytes;
+  in.expected_crc = h.crc32();
+  views->push_back(TensorView{dtype, in.shape, nullptr});
+  inputs_.push_back(std::move(in));
+  return absl::OkStatus();
+}
+
+// A chain's steps come whole in the header: each is checked now, before the
+// upload, with the first op's output as its first input. A chain keeps the
+// type and shape, so the output AddOutput sizes is the chain's.
+absl::Status StreamedExecution::CheckChainSteps(const v1::StreamHeader& header,
+                                                const std::vector<TensorType>& outputs) {
+  if (header.then_size() == 0) return absl::OkStatus();
+  chain_ = header.then();
+  int64_t step_bytes = 0;
+  ASSIGN_OR_RETURN(steps_, DecodeChain(chain_, limits_, &step_bytes, &chain_inputs_));
+  if (outputs.size() == 1) {
+    RETURN_IF_ERROR(registry_->CheckChain(outputs[0], steps_, &chain_ops_).status());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StreamedExecution::AddOutput(const std::vector<TensorType>& outputs, bool flow,
+                                          int64_t* total) {
+  if (outputs.size() != 1) {
+    return absl::UnimplementedError(
+        absl::StrCat(def_->spec.name, " has ", outputs.size(),
+                     " outputs; ExecuteStream sends exactly one (use Execute)"));
+  }
+  const std::string what = "output[0]";
+  ASSIGN_OR_RETURN(const int64_t bytes,
+                   CheckedByteSize(outputs[0].shape, ElementWidth(outputs[0].dtype), what));
+  if (flow ? bytes > kMaxFlowBytes : bytes > limits_.max_stream_bytes - *total) {
+    return TooBig(limits_, what, bytes, outputs[0].shape, outputs[0].dtype);
+  }
+  if (!flow) *total += bytes;
+  output_bytes_ += bytes;
+  out_dtype_ = outputs[0].dtype;
+  out_shape_ = outputs[0].shape;
+  return absl::OkStatus();
 }
 
 int64_t StreamedExecution::budget_bytes() const {

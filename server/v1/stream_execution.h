@@ -146,6 +146,14 @@ class StreamedExecution {
 
   StreamedExecution() = default;
 
+  // Begin's steps. `total` counts the bytes held whole (inputs and output,
+  // not a flowing stream's data), within --max_stream_bytes.
+  absl::Status AddInput(const v1::TensorHeader& h, int i, bool flowing_data, int64_t* total,
+                        std::vector<TensorView>* views);
+  absl::Status CheckChainSteps(const v1::StreamHeader& header,
+                               const std::vector<TensorType>& outputs);
+  absl::Status AddOutput(const std::vector<TensorType>& outputs, bool flow, int64_t* total);
+
   absl::Status CheckChunk(int i, uint64_t offset, int64_t n,
                           absl::Span<const absl::string_view> pieces) const;
   // Flowing: once every small input is in (and its CRC right), the plan,

@@ -28,7 +28,7 @@
 #      90 by default): small and 1-16 MiB Execute, streams, ModelInfer, REST,
 #      cancels and expiring deadlines from a stock client: no unexpected
 #      code, no wrong answer; the replicas' RSS printed;
-#  8b. (opt-in, COMPOSE_TRACE_STEP=1) a traced call (issue 40): tensorops-1 recreated with --access_log and
+#  8b. a traced call (issue 40): tensorops-1 recreated with --access_log and
 #      --otlp_endpoint pointing at a collector stand-in on the host
 #      (tests/e2e/otlp_collector.py, on the network's gateway address);
 #      calls with a traceparent through HAProxy: the balancer-facing reply
@@ -76,12 +76,15 @@ export TENSOROPS_PUBLISH_ADDR=127.0.0.1
 # Not the compose file's default subnet, which a developer's own stack may hold.
 export TENSOROPS_SUBNET_PREFIX=${TENSOROPS_SUBNET_PREFIX:-172.29.52}
 COMPOSE_FILE=$ROOT/deploy/docker-compose.yml
+# Podman's IPAM option for compose's network check (the file says why).
+PODMAN_FILE=$ROOT/deploy/podman/compose.podman.yml
+DC_SHOWN="docker-compose -f deploy/docker-compose.yml -f deploy/podman/compose.podman.yml"
 SERVICES=(tensorops-1 tensorops-2 tensorops-3 haproxy prometheus)
 IMAGE=localhost/tensorops:latest
 
 W=$(mktemp -d "${TMPDIR:-/tmp}/tensorops-containers.XXXXXX")
 STACK_UP=0
-compose() { docker-compose -f "$COMPOSE_FILE" "$@"; }
+compose() { docker-compose -f "$COMPOSE_FILE" -f "$PODMAN_FILE" "$@"; }
 
 # Removes the project's containers, volumes and network, through compose if
 # the API socket is up, then directly with podman (an earlier run may have
@@ -178,9 +181,9 @@ TENSOROPS_HTTP_PORT=$(free_port)
 TENSOROPS_PROMETHEUS_PORT=$(free_port)
 export TENSOROPS_GRPC_PORT TENSOROPS_HTTP_PORT TENSOROPS_PROMETHEUS_PORT
 STACK_UP=1
-log "docker-compose -f deploy/docker-compose.yml up -d --no-build ${SERVICES[*]} (gRPC on 127.0.0.1:$TENSOROPS_GRPC_PORT, REST on 127.0.0.1:$TENSOROPS_HTTP_PORT, Prometheus on 127.0.0.1:$TENSOROPS_PROMETHEUS_PORT)"
+log "$DC_SHOWN up -d --no-build ${SERVICES[*]} (gRPC on 127.0.0.1:$TENSOROPS_GRPC_PORT, REST on 127.0.0.1:$TENSOROPS_HTTP_PORT, Prometheus on 127.0.0.1:$TENSOROPS_PROMETHEUS_PORT)"
 # compose waits for the replicas' health before it creates HAProxy.
-timeout 180 docker-compose -f "$COMPOSE_FILE" up -d --no-build "${SERVICES[@]}" >"$W/up.log" 2>&1 \
+timeout 180 docker-compose -f "$COMPOSE_FILE" -f "$PODMAN_FILE" up -d --no-build "${SERVICES[@]}" >"$W/up.log" 2>&1 \
   || { cat "$W/up.log"; fail "docker-compose up"; }
 
 # Container ids, asked of compose once (a container keeps its id across
@@ -327,7 +330,7 @@ wait_for 60 "the first 1000 calls of the load" marker_or_dead
 
 WINDOW_START=$EPOCHREALTIME
 before1=$(roll_ok 1) before3=$(roll_ok 3) ip2=$(ip_of tensorops-2)
-log "docker-compose -f deploy/docker-compose.yml stop tensorops-2 ($CONCURRENCY calls in flight)"
+log "$DC_SHOWN stop tensorops-2 ($CONCURRENCY calls in flight)"
 c2=$(cid tensorops-2)
 s0=$(date +%s)
 compose stop tensorops-2 >>"$W/compose.log" 2>&1 || fail "docker-compose stop tensorops-2"
@@ -350,7 +353,7 @@ after1=$(roll_ok 1) after3=$(roll_ok 3)
 kill -0 "$DRIVER_PID" 2>/dev/null || fail "load driver ended while tensorops-2 was stopped: $(cat "$W/driver-restart.out")"
 log "while stopped: tensorops-1 +$((after1 - before1)), tensorops-3 +$((after3 - before3)) Roll calls"
 
-log "docker-compose -f deploy/docker-compose.yml start tensorops-2"
+log "$DC_SHOWN start tensorops-2"
 start_t=$SECONDS
 compose start tensorops-2 >>"$W/compose.log" 2>&1 || fail "docker-compose start tensorops-2"
 wait_for 60 "tensorops-2 healthy again" is_healthy tensorops-2
@@ -414,10 +417,8 @@ sed -n '/calls in/,$p' "$W/stack-soak.out" | sed 's/^/  /'
 phase "soak through HAProxy"
 
 # --- 8b. a traced call through the stack (issue 40) ------------------------------
-# Opt-in (COMPOSE_TRACE_STEP=1) until it passes: its first run (2026-11-27)
-# failed at `docker-compose up` of tensorops-1 with the override below, and
-# the test's work dir (compose.log) was gone before the reason was read.
-if [ "${COMPOSE_TRACE_STEP:-0}" = 1 ]; then
+# COMPOSE_TRACE_STEP=0 skips it (when working on the other steps).
+if [ "${COMPOSE_TRACE_STEP:-1}" = 1 ]; then
 GATEWAY=$TENSOROPS_SUBNET_PREFIX.1
 COLLECTOR_PORT=$(free_port)
 /usr/bin/python3 "$ROOT/tests/e2e/otlp_collector.py" "$GATEWAY" "$COLLECTOR_PORT" >"$W/collector.out" 2>&1 &
@@ -430,7 +431,7 @@ services:
               "--otlp_endpoint=http://$GATEWAY:$COLLECTOR_PORT"]
 YML
 ip1=$(ip_of tensorops-1)
-docker-compose -f "$COMPOSE_FILE" -f "$W/trace.override.yml" up -d --no-deps --no-build tensorops-1 \
+docker-compose -f "$COMPOSE_FILE" -f "$PODMAN_FILE" -f "$W/trace.override.yml" up -d --no-deps --no-build tensorops-1 \
   >>"$W/compose.log" 2>&1 || fail "docker-compose up tensorops-1 with --access_log --otlp_endpoint"
 unset 'CIDS[tensorops-1]'   # a new container
 wait_for 60 "tensorops-1 (traced) healthy" is_healthy tensorops-1
@@ -468,11 +469,11 @@ grep "\"spanId\": \"$span\"" "$W/collector.out" | grep -q "\"traceId\": \"$trace
 log "collector stand-in: span $span of trace $trace with $(grep -c "\"parentSpanId\": \"$span\"" "$W/collector.out") stage spans"
 phase "traced call through HAProxy"
 else
-  log "step 8b (a traced call through the stack) skipped: COMPOSE_TRACE_STEP=1 runs it"
+  log "step 8b (a traced call through the stack) skipped: COMPOSE_TRACE_STEP=0"
 fi
 
 # --- 9. down -v ---------------------------------------------------------------
-log "docker-compose -f deploy/docker-compose.yml down -v"
+log "$DC_SHOWN down -v"
 compose down -v >>"$W/compose.log" 2>&1 || fail "docker-compose down -v"
 STACK_UP=0
 label="label=com.docker.compose.project=$COMPOSE_PROJECT_NAME"

@@ -43,7 +43,9 @@ trap cleanup EXIT
 # --- compose ----------------------------------------------------------------
 (cd "$D" && DOCKER_HOST=unix:///nonexistent docker-compose -f docker-compose.yml config -q) \
   || fail "docker-compose config -q"
-ok "docker-compose config -q"
+(cd "$D" && DOCKER_HOST=unix:///nonexistent docker-compose -f docker-compose.yml \
+  -f podman/compose.podman.yml config -q) || fail "docker-compose config -q with podman/compose.podman.yml"
+ok "docker-compose config -q (and with podman/compose.podman.yml)"
 
 bash "$D/render.sh" compose-haproxy | diff -u "$D/haproxy/haproxy.cfg" - \
   || fail "deploy/haproxy/haproxy.cfg differs from its template: run deploy/render.sh compose"
@@ -167,6 +169,13 @@ for name, s in svcs.items():
         src = v.split(":")[0]
         if src.startswith("."):
             check(os.path.exists(os.path.join(d, src)), f"compose {name}: {src} missing")
+# The Podman file (deploy/podman/compose.podman.yml) repeats the default
+# network's subnet lines (compose replaces a network whole): they must agree.
+podman = yaml.safe_load(open(os.path.join(d, "podman", "compose.podman.yml")))
+check(podman["networks"]["default"]["ipam"]["config"] == compose["networks"]["default"]["ipam"]["config"],
+      "podman/compose.podman.yml: the default network's ipam config differs from docker-compose.yml's")
+check(podman["networks"]["default"]["ipam"].get("options") == {"driver": "host-local"},
+      "podman/compose.podman.yml: ipam options are not {driver: host-local}")
 lb_ports = [str(p) for p in svcs.get("haproxy", {}).get("ports", [])]
 check(len(lb_ports) == 2, "compose: haproxy publishes two ports (gRPC, REST)")
 check(any(p.endswith(":8080") for p in lb_ports) and any(p.endswith(":8000") for p in lb_ports),
