@@ -52,6 +52,13 @@
 // TLS); a failed handshake closes that connection and nothing is answered in
 // the clear.
 //
+// Built of two halves that meet at one seam, Route(request, executor,
+// reply) (server/http/http_message.h): the transport
+// (server/http/http_transport.h: loops, accept, connections, deadlines, the
+// cap, body budgets, TLS; it knows no protocol) and the Open Inference
+// Protocol's routes (server/http/oip_routes.h, with infer_call.h and
+// oip_json.h; they know no sockets).
+//
 // Thread-safety: Start and Stop from one thread; the loops run on their own
 // and share only thread-safe state (the pipeline, the shm registry).
 #ifndef TENSOROPS_SERVER_HTTP_HTTP_SERVER_H_

@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 
-struct ssl_ctx_st;  // OpenSSL's SSL_CTX; only tls_context.cc and http_server.cc see OpenSSL
+struct ssl_ctx_st;  // OpenSSL's SSL_CTX; only tls_context.cc and the transport see OpenSSL
 
 namespace tensorops {
 

@@ -1,7 +1,7 @@
 // The Open Inference Protocol's control plane as a service, below any door:
 // health, server and model metadata, statistics, the repository index and
 // system shared memory, as plain values and absl::Status. A door
-// (server/grpc/inference_service.cc, server/http/http_server.cc) gates the
+// (server/grpc/inference_service.cc, server/http/oip_routes.cc) gates the
 // call (token, drain), calls one method and renders its value in its wire
 // format; its own rules stay in it (REST's 501 for shared memory when off,
 // its JSON body of a registration). Infer is PreparedInfer (oip_codec.h).
