@@ -436,10 +436,19 @@ docker-compose -f "$COMPOSE_FILE" -f "$PODMAN_FILE" -f "$W/trace.override.yml" u
 unset 'CIDS[tensorops-1]'   # a new container
 wait_for 60 "tensorops-1 (traced) healthy" is_healthy tensorops-1
 [ "$(ip_of tensorops-1)" = "$ip1" ] || fail "tensorops-1 came back on $(ip_of tensorops-1), not $ip1"
-serving1() { [ "$(roll_ok 1)" -gt 0 ]; }
+# Nothing else calls now: three Rolls through HAProxy per look (round robin
+# over three replicas) until the new tensorops-1's own /metrics counts one.
+serving1() {
+  local k
+  for k in 1 2 3; do
+    "$CLI" --target "$LB" --deadline 2s run Roll --input '[1,2,3]' --input 1 --input 0 >/dev/null 2>&1 || true
+  done
+  [ "$(roll_ok 1)" -gt 0 ]
+}
 wait_for 90 "tensorops-1 (traced) to serve calls through HAProxy" serving1
 # Calls with a traceparent of our own through HAProxy until one lands on
-# tensorops-1 (round robin: within a few).
+# tensorops-1 (round robin: within a few); its reply through the balancer
+# must carry our trace id, and its access line the reply's span id.
 found=""
 for n in $(seq 1 12); do
   trace=$(printf '%032x' $((0x7e57ab1e0000 + n)))
@@ -447,6 +456,9 @@ for n in $(seq 1 12); do
   out=$("$CLI" --target "$LB" run Roll --verbose --traceparent "$parent" --input '[1,2,3]' \
         --input 1 --input 0 2>&1) || fail "traced Roll through HAProxy: $out"
   server_tp=$(sed -n 's/^tensorops: server traceparent //p' <<<"$out")
+  # Only tensorops-1 runs with --trace_headers (off by default): a reply
+  # without a traceparent came from another replica.
+  [ -n "$server_tp" ] || continue
   [[ "$server_tp" =~ ^00-$trace-([0-9a-f]{16})-01$ ]] \
     || fail "the reply through HAProxy carried traceparent '$server_tp', not trace $trace: $out"
   span=${BASH_REMATCH[1]}
