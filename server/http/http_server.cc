@@ -9,8 +9,6 @@
 
 namespace tensorops {
 
-static_assert(HttpServer::kMaxDefaultLoops == HttpTransportOptions::kMaxDefaultLoops);
-
 // The door: the Open Inference Protocol's routes over the transport, which
 // calls them. Declared in this order so the transport (and its connections)
 // goes first.
@@ -23,21 +21,6 @@ class HttpServerImpl {
 };
 
 namespace {
-
-HttpTransportOptions TransportOptions(const HttpServer::Options& o) {
-  HttpTransportOptions t;
-  t.host = o.host;
-  t.port = o.port;
-  t.max_body_bytes = o.max_body_bytes;
-  t.tls = o.tls;
-  t.loops = o.loops;
-  t.max_connections = o.max_connections;
-  t.header_timeout = o.header_timeout;
-  t.idle_timeout = o.idle_timeout;
-  t.min_body_rate = o.min_body_rate;
-  t.body_rate_window = o.body_rate_window;
-  return t;
-}
 
 // REST's words for what the transport refuses itself: {"error": why}, and
 // the status of a budget refusal as any error's (503, or 413 naming a
@@ -61,7 +44,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(CallPipeline* pipe
                                                               const Options& options) {
   auto impl = std::make_unique<HttpServerImpl>(pipeline, oip);
   absl::StatusOr<std::unique_ptr<HttpTransport>> transport =
-      HttpTransport::Start(pipeline, RestProtocol(&impl->routes), TransportOptions(options));
+      HttpTransport::Start(pipeline, RestProtocol(&impl->routes), options);
   if (!transport.ok()) return transport.status();
   impl->transport = *std::move(transport);
   std::unique_ptr<HttpServer> s(new HttpServer(std::move(impl)));

@@ -72,6 +72,7 @@
 #include "absl/time/time.h"
 #include "server/core/call.h"
 #include "server/http/tls_context.h"
+#include "server/http/transport_options.h"
 #include "server/oip/oip_service.h"
 
 namespace tensorops {
@@ -80,35 +81,9 @@ class HttpServerImpl;  // http_server.cc: Boost stays out of this header
 
 class HttpServer {
  public:
-  struct Options {
-    std::string host = "127.0.0.1";
-    int port = 8000;  // 0 picks a free port
-    // Whole request body (413 beyond it, as gRPC's --max_message_bytes).
-    int64_t max_body_bytes = int64_t{272} << 20;
-    // Set: HTTPS only, with this context (MakeTlsContext); null: plaintext.
-    TlsContext tls;
-    // Event-loop threads, each accepting on the one listening socket and
-    // serving its connections (0: one per core, at most kMaxDefaultLoops).
-    int loops = 0;
-    // Connections open at once (--http_max_connections; 0: no cap). At the
-    // cap a new connection makes room by closing the longest-idle one (a
-    // connection waiting for a request with no byte of it read yet); when
-    // none is idle it gets 503 and is closed.
-    int64_t max_connections = 0;
-    // From a connection's accept, or a keep-alive connection's next request's
-    // first byte, until that request's header is complete; past it 408 and
-    // close (a connection that sent nothing is closed without an answer).
-    absl::Duration header_timeout = absl::Seconds(30);
-    // A keep-alive connection with no request pending is closed after this.
-    absl::Duration idle_timeout = absl::Seconds(60);
-    // A body must arrive at min_body_rate bytes/s or more, over every
-    // body_rate_window (and the server must not be the one behind: bytes
-    // waiting unread excuse the client); slower: 408 and close. 0: no rate
-    // check, a body then has 120 s.
-    int64_t min_body_rate = 1024;
-    absl::Duration body_rate_window = absl::Seconds(10);
-  };
-  static constexpr int kMaxDefaultLoops = 4;
+  // The door's address and limits (transport_options.h documents each).
+  using Options = HttpTransportOptions;
+  static constexpr int kMaxDefaultLoops = HttpTransportOptions::kMaxDefaultLoops;
 
   // Binds and starts the loops. Neither pointer is owned; both must outlive
   // the server. The control endpoints are renderings of `oip`'s values.

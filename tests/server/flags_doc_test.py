@@ -25,7 +25,9 @@ def help_flags(binary):
         # One flag: "--name (help text); default: VALUE;" over several lines,
         # each flag's first line indented by four spaces.
         for entry in re.split(r"^(?=    --)", section, flags=re.M)[1:]:
-            text = " ".join(entry.split())
+            # The last flag of the output is followed by a blank line and
+            # Abseil's "Try --helpfull" footer: not part of its entry.
+            text = " ".join(entry.split("\n\n")[0].split())
             m = re.match(r"--(\w+) \(.*\); default: (.*);$", text)
             if m:
                 flags[m.group(1)] = m.group(2).strip()
