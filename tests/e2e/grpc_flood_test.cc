@@ -28,6 +28,7 @@
 #include "tests/harness/http_get.h"
 #include "tests/harness/raw_h2.h"
 #include "tests/harness/server_process.h"
+#include "tests/sanitizers.h"
 
 namespace tensorops {
 namespace {
@@ -224,7 +225,9 @@ TEST(GrpcFloodTest, OrdinaryCallersKeepGettingAnswers) {
   // scheduling noise is what is measured.
   EXPECT_LE(flood.p99_kept, 3 * std::max(quiet.p99_kept, 1e-3));
   EXPECT_LE(flood.p99_fresh, 3 * std::max(quiet.p99_fresh, 1e-3));
-  EXPECT_LT(rss_peak_kib - rss_before_kib, 256 * 1024);
+  // ASan's quarantine keeps up to 256 MiB of freed memory resident: the
+  // bound means nothing there (seen: +347 MiB under ASan with -O1).
+  if (!testing::kSanitized) EXPECT_LT(rss_peak_kib - rss_before_kib, 256 * 1024);
   EXPECT_TRUE(raw_hogs[0].ClosedByPeer(100)) << "streams past the limit were served";
 
   // The flood gone, the server's descriptors come back to idle.
