@@ -53,6 +53,8 @@ class Metrics {
   // Serves GET /metrics on host:port (port 0 picks a free one). Returns the
   // bound port. At most once.
   absl::StatusOr<int> StartHttp(const std::string& host, int port);
+  // Stops serving /metrics (the destructor does too), within milliseconds.
+  void StopHttp();
 
   // Index for the per-op methods below; unknown names map to "unknown".
   // Resolve once per request (a small linear scan over the op names).
@@ -148,6 +150,8 @@ class Metrics {
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<Impl> impl_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::string http_host_;  // as StartHttp was given it
+  int http_port_ = -1;     // bound
 };
 
 }  // namespace tensorops

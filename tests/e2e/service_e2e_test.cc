@@ -101,17 +101,18 @@ bool WaitUntil(const std::function<bool()>& pred, int timeout_ms, int poll_ms = 
 }
 
 // Waits until the server has no admitted request left (the gauge drops just
-// after the reply goes out, so a client may see its reply a moment earlier).
+// after the reply goes out, so a client may see its reply a moment earlier),
+// then scrapes once more. A scrape is no snapshot: prometheus-cpp reads the
+// families one after the other, tensorops_requests_total long before the
+// in-flight gauge, so the body that first shows 0 in flight may predate the
+// last call's count (CI's ASan run saw that: dropped 1, requests_total 0).
+// A call is counted before its ticket is released, so a scrape begun after
+// the gauge read 0 holds every count.
 std::string ScrapeWhenIdle(const testing::ServerProcess& server) {
-  std::string body;
   EXPECT_TRUE(WaitUntil(
-      [&] {
-        body = Scrape(server);
-        return SampleOr(body, "tensorops_inflight_requests", {}, -1) == 0;
-      },
-      5000))
+      [&] { return SampleOr(Scrape(server), "tensorops_inflight_requests", {}, -1) == 0; }, 5000))
       << "tensorops_inflight_requests never returned to 0";
-  return body;
+  return Scrape(server);
 }
 
 // The single kernel thread (--threads=1) is busy with an admitted request:
