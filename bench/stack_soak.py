@@ -19,8 +19,15 @@ so every failure a balancer or a replica causes is seen here as it is:
 Allowed: OK everywhere; CANCELLED for cancel; DEADLINE_EXCEEDED for deadline,
 and for deadline also CANCELLED from an RST_STREAM(CANCEL) that reached the
 client before its own deadline fired, tallied apart as "CANCELLED (RST_STREAM
-8)": the call failed for its deadline either way; seen since 2026-11-27 at
-1-5 per 90 s through HAProxy 2.6, cause not found (docs/reliability.md).
+8)": the call failed for its deadline either way; 1-5 per 90 s through
+HAProxy 2.6 (HAProxy's rewrite of the replica's RST_STREAM(NO_ERROR),
+docs/reliability.md). For cancel and deadline also UNAVAILABLE "GOAWAY
+received", tallied apart as "UNAVAILABLE (GOAWAY after a reset)": gRPC core
+(the stock client) sometimes resets a stream whose HEADERS it never sent,
+HAProxy answers that protocol error with GOAWAY, and the next call of that
+channel, already on its way, fails (too big to be resent by gRPC); only
+those two kinds cancel, and their channels are their own
+(deploy/haproxy/haproxy.cfg.in, traced; 1 in 25,659 calls in one CI run).
 Anything else is unexpected, and a wrong answer is wrong: either fails the
 run (exit 1). With --pid, each replica's VmRSS (/proc/PID/status) is sampled
 every 5 s; the summary gives its floor per minute (the smallest sample of
@@ -63,6 +70,7 @@ def load_stubs(proto_dir):
 
 
 RESET_AT_DEADLINE = "CANCELLED (RST_STREAM 8)"
+GOAWAY_AFTER_RESET = "UNAVAILABLE (GOAWAY after a reset)"
 
 
 class Tally:
@@ -225,15 +233,18 @@ def worker(kind, index, args, tally, stop):
         elif kind == "rest":
             code, ok, detail = rest_roll(conn_box, host, int(port), rng, calls % 2 == 1)
         elif kind == "cancel":
-            allowed = ("OK", "CANCELLED")
+            allowed = ("OK", "CANCELLED", GOAWAY_AFTER_RESET)
             code, ok, detail = execute_reverse(stub, slice_of(rng, 4 * MIB), 60,
                                                cancel_after=rng.uniform(0, 0.003))
         else:  # deadline
-            allowed = ("OK", "DEADLINE_EXCEEDED", RESET_AT_DEADLINE)
+            allowed = ("OK", "DEADLINE_EXCEEDED", RESET_AT_DEADLINE, GOAWAY_AFTER_RESET)
             code, ok, detail = execute_reverse(stub, slice_of(rng, 4 * MIB),
                                                rng.uniform(0.001, 0.005))
             if code == "CANCELLED" and "RST_STREAM with error code 8" in detail:
                 code = RESET_AT_DEADLINE  # tallied apart: see the docstring
+        if kind in ("cancel", "deadline") and code == "UNAVAILABLE" and \
+                detail.strip() == "GOAWAY received":
+            code = GOAWAY_AFTER_RESET  # tallied apart: see the docstring
         tally.count(kind, code if ok else "WRONG", allowed, detail)
         calls += 1
         if kind in ("cancel", "deadline"):
