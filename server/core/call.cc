@@ -217,7 +217,8 @@ absl::Status Call::CheckDrop(absl::Time now) {
     metrics->RecordDropped(op_index_, Metrics::DropReason::kShutdown);
     return DrainingError("server is shutting down; the request was not run");
   }
-  // Checked before IsCancelled: gRPC also cancels a call whose deadline passed.
+  // Checked before IsCancelled: a call whose deadline passed is usually
+  // cancelled too (its client cancels at its deadline).
   if (ctx_->deadline() < now) {
     metrics->RecordDropped(op_index_, Metrics::DropReason::kDeadline);
     return absl::DeadlineExceededError(

@@ -138,6 +138,33 @@ void ApplyChannelArguments(const GrpcServer::Options& options, grpc::ServerBuild
   builder->AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
                               ClampMs(options.min_ping_interval));
   builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
+  // No server-side deadline timer in gRPC core: in gRPC 1.51 it answers a
+  // call whose deadline passes with a trailers-only HEADERS (END_STREAM) and
+  // RST_STREAM, and then, when a second cancellation of the call reaches the
+  // transport, with the same pair again on the closed stream (chttp2's
+  // close_from_api runs once per cancellation: it does not mark the
+  // trailers sent, and grpc_chttp2_cancel_stream does not check that the
+  // stream is closed; upstream fixed it after 1.51, grpc/grpc#34565
+  // "Dont double-close closed streams"). Both come from core, not from the
+  // handler: with the request still arriving, the deadline filter's cancel
+  // reaches the transport twice before the handler ever runs; with the
+  // handler running, the second is the CANCELLED that gRPC sends when it
+  // releases the call after the handler's Finish, whatever that Finish sends.
+  // HAProxy 2.6 takes a frame after END_STREAM for a connection error:
+  // GOAWAY(STREAM_CLOSED) to the replica, and every other call on that
+  // backend connection is dropped (a big one cannot be resent). Without the
+  // timer a call ends once: at its client's cancel (a client, and HAProxy
+  // for it, sends RST_STREAM(CANCEL) at its deadline, which cancels the call
+  // here as before), or with the handler's answer. The deadline still
+  // counts: it is read from grpc-timeout either way (ctx->deadline()), and
+  // Call::CheckDrop does not run a kernel whose deadline passed. What the
+  // timer did that nothing here does: end a call whose client sends part of
+  // a request, then neither the rest nor a cancel (a broken client: every
+  // stock one cancels at its deadline); --max_connection_age and its grace
+  // end it (5.5 minutes by default), and gRPC's memory quota bounds what it
+  // holds until then.
+  // tests/e2e/deadline_rst_python_test.py checks the wire.
+  builder->AddChannelArgument(GRPC_ARG_ENABLE_DEADLINE_CHECKS, 0);
   if (options.memory_bytes > 0) {
     // In gRPC 1.51 the chttp2 transport takes its read buffers from this
     // quota; near it, flow-control windows shrink, idle connections get a
