@@ -2,8 +2,9 @@
 # Sanitizer builds and runs, each in its own build directory (after
 # tools/test.sh; needs clang + libclang-rt-14-dev from tools/setup.sh):
 #   build-asan  clang++, RelWithDebInfo, -DTENSOROPS_FUZZ=ON: the whole build
-#               with -fsanitize=address,undefined (plus libFuzzer coverage
-#               hooks, so the same tree also holds the fuzzers); runs the
+#               with -fsanitize=address, the project's own code also with
+#               UBSan and libFuzzer's coverage hooks (CMakeLists.txt; the
+#               same tree also holds the fuzzers); runs the
 #               whole ctest suite with leak detection and UBSan halting on
 #               the first report, then fuzz/run_fuzzers.sh if FUZZ_SECONDS > 0.
 #   build-tsan  clang++, -fsanitize=thread: builds the server, client and pool
