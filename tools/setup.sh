@@ -42,6 +42,9 @@ case "$PROFILE" in
       clang libclang-rt-14-dev llvm-14
       # deployment tests (tests/deploy): load balancer, scraper, compose and YAML checks
       haproxy prometheus docker-compose curl python3-yaml
+      # GNU time: CliTest.StreamedNpyToNpyRunsInConstantMemory reads the CLI's
+      # peak RSS with /usr/bin/time -f %M (not in a minimal Debian root)
+      time
       # security tests: throwaway CA, server and client certificates
       openssl
       # the Open Inference Protocol's independent client test (tests/e2e/oip_python_test.py)

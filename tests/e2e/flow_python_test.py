@@ -50,6 +50,23 @@ TYPES = [(np.uint8, pb.DATA_TYPE_UINT8), (np.int16, pb.DATA_TYPE_INT16),
          (np.complex128, pb.DATA_TYPE_COMPLEX128), (np.uint64, pb.DATA_TYPE_UINT64)]
 
 
+# At most this many elements per random tensor (8 MiB of INT64): a rank-4
+# shape of extents up to 127 would ask for 260M elements (2 GiB, more than
+# random.randbytes takes); dims are drawn again, smallest first, until the
+# product fits.
+MAX_ELEMENTS = 1 << 20
+
+
+def random_shape(rng):
+    """1-4 dims, each 1-6 or 8-127, with at most MAX_ELEMENTS elements."""
+    dims = [rng.choice([1 + rng.randrange(6), 8 + rng.randrange(120)])
+            for _ in range(1 + rng.randrange(4))]
+    while int(np.prod(dims)) > MAX_ELEMENTS:
+        i = dims.index(max(dims))
+        dims[i] = 1 + rng.randrange(6)
+    return tuple(dims)
+
+
 def i64(values):
     a = np.array(values, np.int64)
     return pb.Tensor(dtype=pb.DATA_TYPE_INT64, shape=list(a.shape), raw_data=a.tobytes())
@@ -145,8 +162,7 @@ class FlowPythonTest(unittest.TestCase):
         rng = random.Random(SEED)
         for case in range(40):
             np_type, dtype = TYPES[rng.randrange(len(TYPES))]
-            shape = tuple(rng.choice([1 + rng.randrange(6), 8 + rng.randrange(120)])
-                          for _ in range(1 + rng.randrange(4)))
+            shape = random_shape(rng)
             data = np.frombuffer(rng.randbytes(int(np.prod(shape)) * np.dtype(np_type).itemsize),
                                  np_type).reshape(shape)
             ops = [random_op(rng, data) for _ in range(1 + rng.randrange(3))]
