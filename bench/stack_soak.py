@@ -4,30 +4,28 @@ stack's HAProxy, or tests/deploy/local_stack_test.sh's) for a while, every
 answer checked, the replicas' resident memory sampled (issue 36).
 
   /usr/bin/python3 bench/stack_soak.py --grpc 127.0.0.1:8080 --rest 127.0.0.1:8000 \
-      --seconds 600 [--pid tensorops-1=PID ...] [--csv rss.csv] [--proto-dir proto]
+      --seconds 600 [--pid tensorops-1=PID ...] [--csv rss.csv] [--proto-dir proto] \
+      [--threads KIND=N,...] [--retries off|on] [--bdp-probe on|off] [--one-channel]
 
-Traffic, each kind on its own threads, one call at a time per thread, from a
-stock client (Python grpcio with its defaults, http.client): no retry policy,
-so every failure a balancer or a replica causes is seen here as it is:
+Traffic, each kind on its own threads (each with a channel, so a connection,
+of its own unless --one-channel), one call at a time per thread, from a stock client (Python grpcio,
+http.client) with no retry policy and, by default, gRPC core's retries off
+(--retries off: grpc.enable_retries 0, not even the transparent resend of a
+stream the server never saw), so every failure a balancer or a replica causes
+is seen here as it is:
   small      Execute Reverse of 16 B-4 KiB (raw UINT8)
+  big        Execute Reverse of 1-4 MiB (raw UINT8)
   large      Execute Reverse of 1-16 MiB (raw UINT8)
   stream     ExecuteStream Reverse of 16-64 MiB in 1 MiB chunks
   infer      ModelInfer Roll of an INT32 [1..64, 1..64] (raw)
   rest       POST /v2/models/Roll/infer, JSON and binary alternately
   cancel     Execute of 4 MiB cancelled by the client after 0-3 ms
   deadline   Execute of 4 MiB with a 1-5 ms deadline
-Allowed: OK everywhere; CANCELLED for cancel; DEADLINE_EXCEEDED for deadline,
-and for deadline also CANCELLED from an RST_STREAM(CANCEL) that reached the
-client before its own deadline fired, tallied apart as "CANCELLED (RST_STREAM
-8)": the call failed for its deadline either way; 1-5 per 90 s through
-HAProxy 2.6 (HAProxy's rewrite of the replica's RST_STREAM(NO_ERROR),
-docs/reliability.md). For cancel and deadline also UNAVAILABLE "GOAWAY
-received", tallied apart as "UNAVAILABLE (GOAWAY after a reset)": gRPC core
-(the stock client) sometimes resets a stream whose HEADERS it never sent,
-HAProxy answers that protocol error with GOAWAY, and the next call of that
-channel, already on its way, fails (too big to be resent by gRPC); only
-those two kinds cancel, and their channels are their own
-(deploy/haproxy/haproxy.cfg.in, traced; 1 in 25,659 calls in one CI run).
+Allowed: OK everywhere; CANCELLED for cancel; DEADLINE_EXCEEDED for deadline.
+Nothing else, whatever the balancer: an earlier version forgave deadline calls
+ending CANCELLED (RST_STREAM 8) and, for cancel and deadline, the next call
+of a channel ending UNAVAILABLE "GOAWAY received" after gRPC core reset a
+stream it never opened (docs/reliability.md says what became of both).
 Anything else is unexpected, and a wrong answer is wrong: either fails the
 run (exit 1). With --pid, each replica's VmRSS (/proc/PID/status) is sampled
 every 5 s; the summary gives its floor per minute (the smallest sample of
@@ -69,10 +67,6 @@ def load_stubs(proto_dir):
     from inference import grpc_service_pb2_grpc as ipb_grpc
 
 
-RESET_AT_DEADLINE = "CANCELLED (RST_STREAM 8)"
-GOAWAY_AFTER_RESET = "UNAVAILABLE (GOAWAY after a reset)"
-
-
 class Tally:
     def __init__(self):
         self.lock = threading.Lock()
@@ -80,10 +74,13 @@ class Tally:
         self.problems = []
         self.unexpected = 0
         self.wrong = 0
+        self.latency = {}  # kind -> [seconds of each OK call]
 
-    def count(self, kind, code, allowed=("OK",), detail=""):
+    def count(self, kind, code, allowed=("OK",), detail="", seconds=None):
         with self.lock:
             self.codes[(kind, code)] = self.codes.get((kind, code), 0) + 1
+            if code == "OK" and seconds is not None:
+                self.latency.setdefault(kind, []).append(seconds)
             if code == "WRONG":
                 self.wrong += 1
             elif code not in allowed:
@@ -208,20 +205,32 @@ def rest_roll(conn_box, host, port, rng, binary):
     return "OK", bool(np.array_equal(out.reshape(rows, cols), want)), ""
 
 
+def channel_options(args):
+    """A stock client's channel: gRPC's defaults but for message sizes, its
+    own connection (no subchannel shared with the other threads) and, with
+    --retries off, none of gRPC core's resends (transparent ones included)."""
+    return [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1),
+            ("grpc.use_local_subchannel_pool", 1),
+            ("grpc.enable_retries", 1 if args.retries == "on" else 0),
+            ("grpc.http2.bdp_probe", 1 if args.bdp_probe == "on" else 0)]
+
+
 def worker(kind, index, args, tally, stop):
     rng = random.Random(hash((kind, index)))
-    opts = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1),
-            ("grpc.use_local_subchannel_pool", 1)]
-    channel = grpc.insecure_channel(args.grpc, options=opts)
+    channel = args.shared_channel or grpc.insecure_channel(args.grpc, options=channel_options(args))
     stub, istub = pb_grpc.TensorOpsStub(channel), ipb_grpc.GRPCInferenceServiceStub(channel)
     host, port = args.rest.rsplit(":", 1) if args.rest else ("", "0")
     conn_box = [None]
     calls = 0
     while not stop.is_set():
         allowed = ("OK",)
+        t0 = time.monotonic()
         if kind == "small":
             data = slice_of(rng, rng.randint(16, 4096))
             code, ok, detail = execute_reverse(stub, data, 60)
+        elif kind == "big":
+            data = slice_of(rng, rng.randint(MIB, 4 * MIB))
+            code, ok, detail = execute_reverse(stub, data, 120)
         elif kind == "large":
             data = slice_of(rng, rng.randint(MIB, 16 * MIB))
             code, ok, detail = execute_reverse(stub, data, 120)
@@ -233,23 +242,19 @@ def worker(kind, index, args, tally, stop):
         elif kind == "rest":
             code, ok, detail = rest_roll(conn_box, host, int(port), rng, calls % 2 == 1)
         elif kind == "cancel":
-            allowed = ("OK", "CANCELLED", GOAWAY_AFTER_RESET)
+            allowed = ("OK", "CANCELLED")
             code, ok, detail = execute_reverse(stub, slice_of(rng, 4 * MIB), 60,
                                                cancel_after=rng.uniform(0, 0.003))
         else:  # deadline
-            allowed = ("OK", "DEADLINE_EXCEEDED", RESET_AT_DEADLINE, GOAWAY_AFTER_RESET)
+            allowed = ("OK", "DEADLINE_EXCEEDED")
             code, ok, detail = execute_reverse(stub, slice_of(rng, 4 * MIB),
                                                rng.uniform(0.001, 0.005))
-            if code == "CANCELLED" and "RST_STREAM with error code 8" in detail:
-                code = RESET_AT_DEADLINE  # tallied apart: see the docstring
-        if kind in ("cancel", "deadline") and code == "UNAVAILABLE" and \
-                detail.strip() == "GOAWAY received":
-            code = GOAWAY_AFTER_RESET  # tallied apart: see the docstring
-        tally.count(kind, code if ok else "WRONG", allowed, detail)
+        tally.count(kind, code if ok else "WRONG", allowed, detail, time.monotonic() - t0)
         calls += 1
         if kind in ("cancel", "deadline"):
             time.sleep(0.02)  # as the one-server soak: these would swamp the rest
-    channel.close()
+    if channel is not args.shared_channel:
+        channel.close()
 
 
 def rss_kib(pid):
@@ -271,10 +276,22 @@ def main():
     ap.add_argument("--pid", action="append", default=[], help="NAME=PID of a replica")
     ap.add_argument("--csv", default="", help="write the RSS samples here")
     ap.add_argument("--proto-dir", default=os.path.join(ROOT, "proto"))
-    ap.add_argument("--threads", default="small=4,large=2,stream=1,infer=2,rest=2,cancel=1,"
+    ap.add_argument("--retries", choices=("on", "off"), default="off",
+                    help="gRPC core's retries, transparent ones included (grpc.enable_retries)")
+    ap.add_argument("--threads", default="small=4,big=2,large=2,stream=1,infer=2,rest=2,cancel=1,"
                     "deadline=1", help="threads per kind")
+    ap.add_argument("--bdp-probe", choices=("on", "off"), default="on",
+                    help="off: the receive window stays at HTTP/2's initial 64 KiB, as every "
+                    "gRPC client's does for its first round trips (a reader that the "
+                    "balancer must hold answers for)")
+    ap.add_argument("--one-channel", action="store_true",
+                    help="every gRPC thread on one channel (one connection), as a "
+                    "multi-threaded client with one channel; default: a channel each")
     args = ap.parse_args()
     load_stubs(args.proto_dir)
+    args.shared_channel = None
+    if args.one_channel:
+        args.shared_channel = grpc.insecure_channel(args.grpc, options=channel_options(args))
     kinds = dict((k, int(n)) for k, n in (x.split("=") for x in args.threads.split(",")))
     if not args.rest:
         kinds.pop("rest", None)
@@ -302,6 +319,15 @@ def main():
     return 0 if tally.unexpected == 0 and tally.wrong == 0 else 1
 
 
+def percentiles(secs):
+    """p50 and p99 of OK calls' latencies, in ms."""
+    if not secs:
+        return "no OK call"
+    secs = sorted(secs)
+    at = lambda q: 1000.0 * secs[min(len(secs) - 1, int(q * len(secs)))]
+    return "p50 %.1f ms, p99 %.1f ms (%d OK calls)" % (at(0.50), at(0.99), len(secs))
+
+
 def report(args, tally, samples, pids):
     total = sum(tally.codes.values())
     print("stack_soak: %d calls in %d s through %s: %d unexpected, %d wrong" % (
@@ -310,6 +336,11 @@ def report(args, tally, samples, pids):
         print("  %-9s %-20s %d" % (kind, code, n))
     for p in tally.problems:
         print("  problem: " + p)
+    every = []
+    for kind, secs in sorted(tally.latency.items()):
+        every += secs
+        print("  latency %-9s %s" % (kind, percentiles(secs)))
+    print("  latency %-9s %s" % ("all", percentiles(every)))
     if args.csv:
         with open(args.csv, "w") as f:
             f.write("t," + ",".join(pids) + "\n")

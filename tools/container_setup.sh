@@ -7,7 +7,8 @@
 #   tools/container_setup.sh packages   # apt-get installs what is missing
 #   tools/container_setup.sh rootfs     # prints the path of the bookworm minbase tarball (made once)
 #   tools/container_setup.sh base       # debian:bookworm-slim from that tarball (skipped if present)
-#   tools/container_setup.sh standins   # local haproxy and prom/prometheus images, named as in the compose file
+#   tools/container_setup.sh standins   # the balancer image (deploy/haproxy/Dockerfile) and a local
+#                                       # prom/prometheus, named as in the compose file
 #   tools/container_setup.sh image      # buildah bud of ./Dockerfile -> tensorops:latest
 #   tools/container_setup.sh all        # all of the above, in that order
 #
@@ -102,20 +103,30 @@ qualify() {
   esac
 }
 
-# Stand-ins for the images the compose file takes from Docker Hub, built from
-# Debian's packages (tests/containers/standins/*.Dockerfile) under exactly the
-# names the compose file uses, so it runs unchanged. Grafana has no Debian
-# package and gets none.
-standins() {
-  base
-  local name file ref
-  for name in haproxy prometheus; do
-    ref=$(python3 - "$ROOT/deploy/docker-compose.yml" "$name" <<'PY'
+compose_image() {  # the image: of compose service $1
+  python3 - "$ROOT/deploy/docker-compose.yml" "$1" <<'PY'
 import sys, yaml
 print(yaml.safe_load(open(sys.argv[1]))["services"][sys.argv[2]]["image"])
 PY
-)
-    ref=$(qualify "$ref")
+}
+
+# The balancer's image, built from the repository (deploy/haproxy/Dockerfile:
+# Debian's HAProxy, as the compose file builds it) under the name the compose
+# file gives it; rebuilt every time (a cached layer keeps it quick), so a
+# changed Dockerfile is what runs. Stand-ins for the images the compose file
+# takes from Docker Hub, built from Debian's packages
+# (tests/containers/standins/*.Dockerfile) under exactly the names the
+# compose file uses, so it runs unchanged. Grafana has no Debian package and
+# gets none.
+standins() {
+  base
+  local name file ref
+  ref=localhost/$(compose_image haproxy)
+  say "building the balancer image $ref from deploy/haproxy/Dockerfile"
+  buildah bud --quiet --isolation=chroot --pull=never --format docker --layers -t "$ref" \
+    -f "$ROOT/deploy/haproxy/Dockerfile" "$ROOT/deploy/haproxy" >/dev/null
+  for name in prometheus; do
+    ref=$(qualify "$(compose_image "$name")")
     file=$ROOT/tests/containers/standins/$name.Dockerfile
     if podman image exists "$ref"; then
       say "$ref present (stand-in)"

@@ -25,9 +25,10 @@
 #      answered in many HTTP/2 frames): the replica comes back (its restart
 #      policy, or `docker-compose start`) and no call fails;
 #   8. the soak through the balancer (bench/stack_soak.py, STACK_SOAK_SECONDS,
-#      90 by default): small and 1-16 MiB Execute, streams, ModelInfer, REST,
-#      cancels and expiring deadlines from a stock client: no unexpected
-#      code, no wrong answer; the replicas' RSS printed;
+#      90 by default): small, 1-4 MiB and 1-16 MiB Execute, streams,
+#      ModelInfer, REST, cancels and expiring deadlines from a stock client
+#      with gRPC core's retries off: no unexpected code (none forgiven), no
+#      wrong answer; the replicas' RSS printed;
 #  8b. a traced call (issue 40): tensorops-1 recreated with --access_log and
 #      --otlp_endpoint pointing at a collector stand-in on the host
 #      (tests/e2e/otlp_collector.py, on the network's gateway address);

@@ -183,6 +183,14 @@ check(any(p.endswith(":8080") for p in lb_ports) and any(p.endswith(":8000") for
 for name, s in svcs.items():
     if name.startswith("tensorops-"):
         check({"50051", "9464", "8000"} <= {str(p) for p in s.get("expose", [])}, f"compose {name}: expose 50051, 9464, 8000")
+# The balancer ships as tested: built from deploy/haproxy/Dockerfile (Debian's
+# HAProxy, the one the tests run), not pulled from a registry.
+lb = svcs.get("haproxy", {})
+build = lb.get("build", {})
+check(isinstance(build, dict) and build.get("context") == "haproxy" and build.get("dockerfile", "Dockerfile") == "Dockerfile",
+      "compose: haproxy must build from deploy/haproxy/Dockerfile (build: {context: haproxy})")
+check(str(lb.get("image", "")).startswith("tensorops-haproxy:"),
+      "compose: haproxy's image must be the locally built tensorops-haproxy:..., not a registry's")
 
 if errors:
     print("\n".join("  " + e for e in errors))
@@ -197,6 +205,17 @@ grep -q 'bash tools/setup.sh' "$DF" && grep -q 'bash tools/build.sh' "$DF" || fa
 grep -Eq '^USER [^0r]' "$DF" || fail "Dockerfile: runtime stage must set a non-root USER"
 grep -Eq '^EXPOSE 50051 9464 8000$' "$DF" || fail "Dockerfile: EXPOSE 50051 9464 8000"
 grep -q '^HEALTHCHECK' "$DF" || fail "Dockerfile: no HEALTHCHECK"
+# The balancer's image: Debian's HAProxy at the version the tests run here.
+HDF=$D/haproxy/Dockerfile
+[ "$(grep -c '^FROM ' "$HDF")" = 1 ] && grep -q '^FROM debian:bookworm-slim$' "$HDF" \
+  || fail "deploy/haproxy/Dockerfile: one debian:bookworm-slim stage"
+tested=$(dpkg-query -W -f='${Version}' haproxy | sed 's/-.*//')
+grep -qF "'haproxy=$tested-*'" "$HDF" \
+  || fail "deploy/haproxy/Dockerfile does not pin haproxy=$tested-* (the HAProxy the tests run here is $tested)"
+grep -Eq '^USER haproxy$' "$HDF" || fail "deploy/haproxy/Dockerfile: USER haproxy"
+grep -q '^CMD \["haproxy", "-db", "-f", "/usr/local/etc/haproxy/haproxy.cfg"\]$' "$HDF" \
+  || fail "deploy/haproxy/Dockerfile: CMD must read the config compose mounts"
+ok "deploy/haproxy/Dockerfile: Debian's haproxy $tested, non-root, reads the mounted config"
 grep -q '^\.git$' "$ROOT/.dockerignore" && grep -q '^build$' "$ROOT/.dockerignore" || fail ".dockerignore: .git and build"
 # Runtime packages: the words of the apt-get install command after the last
 # FROM that look like Debian package names (the command's own words, such as
