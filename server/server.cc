@@ -114,47 +114,61 @@ absl::StatusOr<std::string> ReadAuthTokenFile(const std::string& path) {
   return token;
 }
 
+GrpcServer::Options ServerOptions::DefaultGrpc() {
+  GrpcServer::Options g;
+  g.max_connections = -1;  // derived (fd_budget.h)
+  return g;
+}
+
+HttpServer::Options ServerOptions::DefaultHttp() {
+  HttpServer::Options h;
+  h.port = -1;             // off
+  h.max_connections = -1;  // derived (fd_budget.h)
+  return h;
+}
+
 int64_t ServerOptions::EffectiveStreamChunkBytes() const {
-  return std::min(limits.stream_chunk_bytes, max_message_bytes - kStreamFramingReserveBytes);
+  return std::min(call.limits.stream_chunk_bytes,
+                  grpc.max_message_bytes - kStreamFramingReserveBytes);
 }
 
 absl::Status ServerOptions::Validate() const {
-  for (int64_t v : {limits.max_rank, limits.max_tensor_elements, limits.max_tensor_bytes,
-                    limits.max_request_bytes}) {
+  for (int64_t v : {call.limits.max_rank, call.limits.max_tensor_elements,
+                    call.limits.max_tensor_bytes, call.limits.max_request_bytes}) {
     if (v < 0) {
       return absl::InvalidArgumentError(
           "--max_rank, --max_tensor_elements, --max_tensor_bytes and --max_request_bytes must "
           "be >= 0");
     }
   }
-  if (grpc_memory_bytes < 0) {
+  if (grpc.memory_bytes < 0) {
     return absl::InvalidArgumentError("--grpc_memory_bytes must be >= 0");
   }
-  if (grpc_max_connections < -1 || grpc_max_connections == 0) {
+  if (grpc.max_connections < -1 || grpc.max_connections == 0) {
     return absl::InvalidArgumentError("--grpc_max_connections must be >= 1 (or -1: derived)");
   }
-  if (grpc_max_concurrent_streams < 1) {
+  if (grpc.max_concurrent_streams < 1) {
     return absl::InvalidArgumentError("--grpc_max_concurrent_streams must be >= 1");
   }
-  if (grpc_min_ping_interval < absl::ZeroDuration()) {
+  if (grpc.min_ping_interval < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--grpc_min_ping_interval must be >= 0");
   }
-  if (http_threads < 0 || http_threads > 64) {
+  if (http.loops < 0 || http.loops > 64) {
     return absl::InvalidArgumentError("--http_threads must be in 0..64 (0: one per core)");
   }
-  if (http_max_connections < -1 || http_max_connections == 0) {
+  if (http.max_connections < -1 || http.max_connections == 0) {
     return absl::InvalidArgumentError("--http_max_connections must be >= 1 (or -1: derived)");
   }
-  if (http_header_timeout <= absl::ZeroDuration() || http_idle_timeout <= absl::ZeroDuration()) {
+  if (http.header_timeout <= absl::ZeroDuration() || http.idle_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--http_header_timeout and --http_idle_timeout must be > 0");
   }
-  if (http_min_body_rate < 0) {
+  if (http.min_body_rate < 0) {
     return absl::InvalidArgumentError("--http_min_body_rate must be >= 0 (0: no rate check)");
   }
-  if (http_body_rate_window < absl::Seconds(1)) {
+  if (http.body_rate_window < absl::Seconds(1)) {
     return absl::InvalidArgumentError("--http_body_rate_window must be >= 1s");
   }
-  if (limits.max_stream_bytes < 0) {
+  if (call.limits.max_stream_bytes < 0) {
     return absl::InvalidArgumentError("--max_stream_bytes must be >= 0");
   }
   if (EffectiveStreamChunkBytes() < kMinStreamChunkBytes) {
@@ -162,9 +176,9 @@ absl::Status ServerOptions::Validate() const {
         absl::StrCat("--stream_chunk_bytes must be at least ", kMinStreamChunkBytes,
                      ", and --max_message_bytes at least ", kMinStreamChunkBytes, " + 64 KiB"));
   }
-  if (limits.stream_window_bytes < kMinStreamWindowChunks * EffectiveStreamChunkBytes()) {
+  if (call.limits.stream_window_bytes < kMinStreamWindowChunks * EffectiveStreamChunkBytes()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--stream_window_bytes is ", limits.stream_window_bytes,
+        absl::StrCat("--stream_window_bytes is ", call.limits.stream_window_bytes,
                      "; it must be at least ", kMinStreamWindowChunks, " x the stream chunk (",
                      kMinStreamWindowChunks * EffectiveStreamChunkBytes(), " bytes)"));
   }
@@ -182,8 +196,13 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
   std::vector<std::string> op_names;
   for (const auto& def : s->registry_.ops()) op_names.push_back(def->spec.name);
   s->metrics_ = std::make_unique<Metrics>(op_names);
+  // Each door's rows (methods, connections), at zero before /metrics serves
+  // and also for a door that is off: core/ names no door.
+  GrpcServer::RegisterMetrics(s->metrics_.get());
+  HttpServer::RegisterMetrics(s->metrics_.get());
   if (options.metrics_port >= 0) {
-    absl::StatusOr<int> mport = s->metrics_->StartHttp(options.metrics_host, options.metrics_port);
+    s->metrics_http_ = std::make_unique<MetricsHttpServer>(s->metrics_->registry());
+    absl::StatusOr<int> mport = s->metrics_http_->Start(options.metrics_host, options.metrics_port);
     if (!mport.ok()) return mport.status();
     s->metrics_port_ = *mport;
   }
@@ -198,9 +217,7 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   s->pool_ = std::make_unique<ThreadPool>(threads);
   s->metrics_->SetPoolThreads(threads);
-  CallPipeline::Options pipeline_options;
-  pipeline_options.access_log = options.access_log;
-  pipeline_options.trace_headers = options.trace_headers;
+  CallPipeline::Options pipeline_options = options.call;
   if (!options.otlp_endpoint.empty()) {
     absl::StatusOr<OtlpTarget> target = ParseOtlpEndpoint(options.otlp_endpoint);
     if (!target.ok()) return target.status();
@@ -208,14 +225,9 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
                                                OtlpHttpPost(*std::move(target)), metrics);
     pipeline_options.spans = s->spans_.get();
   }
-  pipeline_options.min_parallel_bytes = options.min_parallel_bytes;
-  pipeline_options.inline_max_bytes = options.inline_max_bytes;
-  pipeline_options.limits = options.limits;
   // A chunk plus its message framing must fit in one gRPC message, so a
   // small max_message_bytes alone works.
   pipeline_options.limits.stream_chunk_bytes = options.EffectiveStreamChunkBytes();
-  pipeline_options.auth_token = options.auth_token;
-  pipeline_options.test_kernel_gate = options.test_kernel_gate;
   s->pipeline_ = std::make_unique<CallPipeline>(&s->registry_, s->pool_.get(), s->admission_.get(),
                                                 metrics, pipeline_options);
   s->service_ = std::make_unique<TensorOpsService>(s->pipeline_.get());
@@ -226,7 +238,7 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
   s->shm_ = std::make_unique<ShmRegistry>(shm_options);
   s->oip_state_ = std::make_unique<PipelineOipState>(s->pipeline_.get(), metrics);
   OipService::Options oip_options;
-  oip_options.tokens_required = !options.auth_token.empty();
+  oip_options.tokens_required = !options.call.auth_token.empty();
   s->oip_ =
       std::make_unique<OipService>(&s->registry_, s->shm_.get(), s->oip_state_.get(), oip_options);
   s->inference_service_ = std::make_unique<InferenceService>(s->pipeline_.get(), s->oip_.get());
@@ -246,7 +258,7 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
       GrpcServer::Start(s->GrpcOptions(*tls, metrics));
   if (!grpc.ok()) return grpc.status();
   s->grpc_ = *std::move(grpc);
-  if (options.http_port >= 0) {
+  if (options.http.port >= 0) {
     absl::StatusOr<std::unique_ptr<HttpServer>> http =
         HttpServer::Start(s->pipeline_.get(), s->oip_.get(), s->HttpOptions(tls_context));
     if (!http.ok()) return http.status();
@@ -257,28 +269,14 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
 
 GrpcServer::Options TensorOpsServer::GrpcOptions(const std::optional<TlsPem>& tls,
                                                  Metrics* metrics) const {
-  const ServerOptions& o = options_;
-  GrpcServer::Options g;
-  g.host = o.host;
-  g.port = o.port;
-  g.listen = o.listen;
+  GrpcServer::Options g = options_.grpc;
   if (tls.has_value()) {
     g.tls_cert_chain = tls->cert_chain;
     g.tls_private_key = tls->private_key;
     g.tls_client_ca = tls->client_ca;
   }
-  g.max_message_bytes = o.max_message_bytes;
-  g.memory_bytes = o.grpc_memory_bytes;
-  g.keepalive_time = o.keepalive_time;
-  g.keepalive_timeout = o.keepalive_timeout;
-  g.max_connection_age = o.max_connection_age;
-  g.max_connection_age_grace = o.max_connection_age_grace;
-  g.max_connection_idle = o.max_connection_idle;
-  g.max_connections = o.grpc_max_connections == -1
-                          ? FdBudgetFor(CurrentFdLimit()).grpc_max_connections
-                          : o.grpc_max_connections;
-  g.max_concurrent_streams = o.grpc_max_concurrent_streams;
-  g.min_ping_interval = o.grpc_min_ping_interval;
+  if (g.max_connections == -1)
+    g.max_connections = FdBudgetFor(CurrentFdLimit()).grpc_max_connections;
   g.services = {service_.get(), inference_service_.get()};
   // The Open Inference Protocol's service too (its ServerReady agrees).
   g.health_services = {kServiceName, "inference.GRPCInferenceService"};
@@ -287,19 +285,11 @@ GrpcServer::Options TensorOpsServer::GrpcOptions(const std::optional<TlsPem>& tl
 }
 
 HttpServer::Options TensorOpsServer::HttpOptions(const TlsContext& tls) const {
-  const ServerOptions& o = options_;
-  HttpServer::Options h;
-  h.host = o.http_host;
-  h.port = o.http_port;
-  h.loops = o.http_threads;
-  h.max_body_bytes = o.max_message_bytes;
-  h.max_connections = o.http_max_connections == -1
-                          ? FdBudgetFor(CurrentFdLimit()).http_max_connections
-                          : o.http_max_connections;
-  h.header_timeout = o.http_header_timeout;
-  h.idle_timeout = o.http_idle_timeout;
-  h.min_body_rate = o.http_min_body_rate;
-  h.body_rate_window = o.http_body_rate_window;
+  HttpServer::Options h = options_.http;
+  // One message limit for both doors: a body is a message.
+  h.max_body_bytes = options_.grpc.max_message_bytes;
+  if (h.max_connections == -1)
+    h.max_connections = FdBudgetFor(CurrentFdLimit()).http_max_connections;
   // With TLS on, HTTPS only, with gRPC's certificate and client CA: bearer
   // tokens and tensors never cross the HTTP port in the clear.
   h.tls = tls;

@@ -27,21 +27,45 @@
 #include "server/grpc/service.h"
 #include "server/http/http_server.h"
 #include "server/http/tls_context.h"
+#include "server/metrics_http/metrics_http.h"
 #include "server/oip/oip_service.h"
 #include "server/oip/shm_registry.h"
 #include "wire/limits.h"
 
 namespace tensorops {
 
-// Every setting of a server, with its one default (tensorops-server's flags
-// take their defaults from here). Start() calls Validate(), so tests and
-// embedders get the same checks as the binary.
+// Every setting of a server: each door's Options and the call pipeline's,
+// each with its one default in its own room, and the assembly's own.
+// tensorops-server's flags take their defaults from here. Start() calls
+// Validate(), so tests and embedders get the same checks as the binary.
 struct ServerOptions {
-  std::string host = "127.0.0.1";
-  int port = 50051;  // 0 picks a free port
-  // More addresses to serve on, as gRPC names them: "unix:/run/x.sock",
-  // "127.0.0.1:50052", ... (--listen).
-  std::vector<std::string> listen;
+  // The gRPC door (GrpcServer::Options says what each does): --host, --port,
+  // --listen, --max_message_bytes (also the HTTP door's body limit),
+  // --grpc_memory_bytes, keepalive and connection lifetime,
+  // --grpc_max_connections, --grpc_max_concurrent_streams,
+  // --grpc_min_ping_interval. Start fills in its TLS (from the files
+  // below), services, health names and metrics. Here max_connections -1
+  // (the default) is derived from the process's RLIMIT_NOFILE
+  // (server/fd_budget.h); with TLS gRPC's own listener accepts and there is
+  // no cap (docs/reliability.md).
+  GrpcServer::Options grpc = DefaultGrpc();
+  // The HTTP/REST door (HttpServer::Options): --http_host, --http_port,
+  // --http_threads (its loops), --http_max_connections and the
+  // --http_*_timeout, --http_min_body_rate, --http_body_rate_window. Start
+  // sets its body limit (grpc.max_message_bytes) and TLS. Here port -1: off,
+  // so that embedders and in-process tests never collide on a fixed port
+  // (tensorops-server's --http_port defaults to HttpServer::Options's);
+  // max_connections -1: derived, as the gRPC door's.
+  HttpServer::Options http = DefaultHttp();
+  // The call pipeline (CallPipeline::Options): --access_log,
+  // --trace_headers, --min_parallel_bytes, --inline_max_bytes, the request
+  // limits (--max_rank, --max_tensor_elements, --max_tensor_bytes,
+  // --max_request_bytes, --max_stream_bytes, --stream_chunk_bytes,
+  // --stream_window_bytes), the bearer token every call must carry (empty:
+  // off), the tests' kernel gate. Start sets its span exporter and caps its
+  // stream chunk to fit a message (EffectiveStreamChunkBytes).
+  CallPipeline::Options call;
+
   // System shared memory for the Open Inference Protocol (--shared_memory=system);
   // off by default.
   bool shared_memory = false;
@@ -49,43 +73,12 @@ struct ServerOptions {
   int threads = 0;  // kernel pool size; 0 = hardware threads
   int64_t max_queue = 1024;
   int64_t max_inflight_bytes = int64_t{8} << 30;
-  // gRPC's memory quota (grpc::ResourceQuota): what the transport may
-  // buffer, also for calls not yet admitted; under pressure gRPC shrinks
-  // flow-control windows and refuses streams. 0 = gRPC's default (no quota).
-  int64_t grpc_memory_bytes = GrpcServer::Options().memory_bytes;
-  int64_t max_message_bytes = kDefaultMaxMessageBytes;
   std::string metrics_host = "127.0.0.1";
   int metrics_port = 9464;  // 0 picks a free port; -1 disables the endpoint
-  // The Open Inference Protocol over HTTP/REST (server/http/). Off here so
-  // that embedders and in-process tests never collide on a fixed port;
-  // tensorops-server's --http_port defaults to 8000.
-  std::string http_host = "127.0.0.1";
-  int http_port = -1;    // 0 picks a free port; -1 disables it; HTTPS only with TLS on
-  int http_threads = 0;  // its event-loop threads; 0: one per core, at most 4
-  // Its connection cap, deadlines and body rate (HttpServer::Options says
-  // what each does). http_max_connections -1 = derived from the process's
-  // RLIMIT_NOFILE (server/fd_budget.h).
-  int64_t http_max_connections = -1;
-  absl::Duration http_header_timeout = HttpServer::Options().header_timeout;
-  absl::Duration http_idle_timeout = HttpServer::Options().idle_timeout;
-  int64_t http_min_body_rate = HttpServer::Options().min_body_rate;  // bytes/s; 0 = off
-  absl::Duration http_body_rate_window = HttpServer::Options().body_rate_window;
   absl::Duration drain_timeout = absl::Seconds(10);
-  bool access_log = false;
-  // Send each call's traceparent back and its Server-Timing (gRPC initial
-  // and trailing metadata, HTTP response headers); --trace_headers. Its one
-  // default (off, and why) is CallPipeline::Options's.
-  bool trace_headers = CallPipeline::Options().trace_headers;
   // An OTLP/HTTP collector ("http://HOST:4318"): every sampled call's span
   // goes there in batches (server/core/span_export.h). Empty: none.
   std::string otlp_endpoint;
-  int64_t min_parallel_bytes = kDefaultMinParallelBytes;
-  int64_t inline_max_bytes = kDefaultInlineMaxBytes;  // see CallPipeline::Options
-  // --max_rank, --max_tensor_elements, --max_tensor_bytes, --max_request_bytes,
-  // --max_stream_bytes, --stream_chunk_bytes.
-  RequestLimits limits;
-  // Tests only: see CallPipeline::Options::test_kernel_gate.
-  std::string test_kernel_gate;
   // Transport security (all PEM file paths; empty = off). tls_cert_file and
   // tls_key_file together turn on TLS on the gRPC and HTTP ports (HTTPS);
   // tls_client_ca_file (needs TLS) also requires and verifies a client
@@ -93,21 +86,11 @@ struct ServerOptions {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_client_ca_file;
-  // Bearer token every tensorops.v1.TensorOps call must carry as
-  // "authorization: Bearer <token>" (health and reflection stay open); empty = off.
-  std::string auth_token;
-  // The gRPC door's connections: keepalive, lifetime, streams and pings
-  // (GrpcServer::Options says what each does). grpc_max_connections -1 =
-  // derived from the process's RLIMIT_NOFILE (server/fd_budget.h); with TLS
-  // gRPC's own listener accepts and there is no cap (docs/reliability.md).
-  absl::Duration keepalive_time = GrpcServer::Options().keepalive_time;
-  absl::Duration keepalive_timeout = GrpcServer::Options().keepalive_timeout;
-  absl::Duration max_connection_age = GrpcServer::Options().max_connection_age;
-  absl::Duration max_connection_age_grace = GrpcServer::Options().max_connection_age_grace;
-  absl::Duration max_connection_idle = GrpcServer::Options().max_connection_idle;
-  int64_t grpc_max_connections = -1;
-  int grpc_max_concurrent_streams = GrpcServer::Options().max_concurrent_streams;
-  absl::Duration grpc_min_ping_interval = GrpcServer::Options().min_ping_interval;
+
+  // The doors' defaults as a server has them (above): their own, but for
+  // the derived connection caps and the HTTP door off.
+  static GrpcServer::Options DefaultGrpc();
+  static HttpServer::Options DefaultHttp();
 
   // INVALID_ARGUMENT naming the flag when a setting cannot work: a negative
   // size limit, a stream chunk below 4096 bytes once capped to fit a message
@@ -147,13 +130,15 @@ class TensorOpsServer {
 
  private:
   explicit TensorOpsServer(const ServerOptions& options);
-  // Each door's options from options_ (derived caps resolved).
+  // Each door's options from options_ (derived caps resolved, TLS and the
+  // rest Start knows filled in).
   GrpcServer::Options GrpcOptions(const std::optional<TlsPem>& tls, Metrics* metrics) const;
   HttpServer::Options HttpOptions(const TlsContext& tls) const;
 
   ServerOptions options_;
   OpRegistry registry_;
   std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<MetricsHttpServer> metrics_http_;  // GET /metrics, or null
   // --otlp_endpoint's exporter, or null. Before the pipeline: outlives it.
   std::unique_ptr<SpanExporter> spans_;
   std::unique_ptr<AdmissionController> admission_;

@@ -1,5 +1,10 @@
-// tensorops-server: serves tensorops.v1.TensorOps, grpc.health.v1.Health and
-// server reflection on one port, and Prometheus metrics over HTTP.
+// tensorops-server: main. The flags (--help is the flag reference), each
+// into ServerOptions (server/server.h: each door's Options and the call
+// pipeline's); then the server: the gRPC door (tensorops.v1.TensorOps, the
+// Open Inference Protocol, grpc.health.v1.Health, reflection: --port,
+// --listen), the HTTP/REST door (the Open Inference Protocol: --http_port)
+// and Prometheus metrics over HTTP (--metrics_port), until SIGTERM/SIGINT
+// drains it.
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
@@ -28,11 +33,11 @@
 
 ABSL_DECLARE_FLAG(std::string, test_only_kernel_gate);
 
-ABSL_FLAG(std::string, host, tensorops::ServerOptions().host,
+ABSL_FLAG(std::string, host, tensorops::ServerOptions().grpc.host,
           "Address to listen on for gRPC (0.0.0.0 accepts connections from other hosts).");
-ABSL_FLAG(int, port, tensorops::ServerOptions().port,
+ABSL_FLAG(int, port, tensorops::ServerOptions().grpc.port,
           "gRPC port; 0 picks a free port (printed at start).");
-ABSL_FLAG(std::vector<std::string>, listen, tensorops::ServerOptions().listen,
+ABSL_FLAG(std::vector<std::string>, listen, tensorops::ServerOptions().grpc.listen,
           "More addresses to serve the same services on, comma-separated, as gRPC names "
           "them: e.g. unix:/run/tensorops/tensorops.sock for sidecars on this host, or "
           "0.0.0.0:50052. TLS and the bearer token apply to each.");
@@ -57,49 +62,49 @@ ABSL_FLAG(int64_t, grpc_memory_bytes, -1,
           "for calls not yet admitted; near it gRPC shrinks flow-control windows, past it it "
           "cancels streams with RESOURCE_EXHAUSTED. -1 (default): 20% of the memory limit; "
           "0: no quota.");
-ABSL_FLAG(int64_t, max_message_bytes, tensorops::kDefaultMaxMessageBytes,
+ABSL_FLAG(int64_t, max_message_bytes, tensorops::ServerOptions().grpc.max_message_bytes,
           "Largest gRPC message received or sent (default fits a 256 MiB tensor in raw_data); "
           "larger requests get RESOURCE_EXHAUSTED from gRPC.");
 ABSL_FLAG(std::string, metrics_host, tensorops::ServerOptions().metrics_host,
           "Address of the Prometheus /metrics endpoint.");
 ABSL_FLAG(int, metrics_port, tensorops::ServerOptions().metrics_port,
           "Port of the Prometheus /metrics endpoint; 0 picks a free port, -1 disables it.");
-ABSL_FLAG(std::string, http_host, tensorops::ServerOptions().http_host,
+ABSL_FLAG(std::string, http_host, tensorops::ServerOptions().http.host,
           "Address of the Open Inference Protocol over HTTP/REST (KServe v2, Triton's binary "
           "tensor extension).");
-ABSL_FLAG(int, http_port, 8000,
+ABSL_FLAG(int, http_port, tensorops::HttpServer::Options().port,
           "Port of the Open Inference Protocol over HTTP/REST; 0 picks a free port, -1 "
           "disables it. Its body limit is --max_message_bytes. With --tls_cert it serves "
           "HTTPS only (and with --tls_client_ca mutual TLS), as the gRPC port.");
-ABSL_FLAG(int, http_threads, tensorops::ServerOptions().http_threads,
+ABSL_FLAG(int, http_threads, tensorops::ServerOptions().http.loops,
           "Event-loop threads of the HTTP/REST port; connections are handed to them in "
           "turn and each serves its own (reading bodies, parsing JSON, small kernels "
           "inline); 0: one per core, at most 4.");
-ABSL_FLAG(int64_t, http_max_connections, tensorops::ServerOptions().http_max_connections,
+ABSL_FLAG(int64_t, http_max_connections, tensorops::ServerOptions().http.max_connections,
           "Most connections open at once on the HTTP/REST port. At the cap a new connection "
           "closes the one idle longest (waiting for a request, no byte of it read); when none "
           "is idle it gets 503 and is closed. -1 (default): derived from the file descriptor "
           "limit (logged at start).");
-ABSL_FLAG(absl::Duration, http_header_timeout, tensorops::ServerOptions().http_header_timeout,
+ABSL_FLAG(absl::Duration, http_header_timeout, tensorops::ServerOptions().http.header_timeout,
           "Time for a whole HTTP request header: from the connection's accept for its first "
           "request (TLS handshake included), from the first byte for a keep-alive "
           "connection's next; past it 408 and close (silent connections are closed "
           "unanswered).");
-ABSL_FLAG(absl::Duration, http_idle_timeout, tensorops::ServerOptions().http_idle_timeout,
+ABSL_FLAG(absl::Duration, http_idle_timeout, tensorops::ServerOptions().http.idle_timeout,
           "A keep-alive HTTP connection with no request for this long is closed.");
-ABSL_FLAG(int64_t, http_min_body_rate, tensorops::ServerOptions().http_min_body_rate,
+ABSL_FLAG(int64_t, http_min_body_rate, tensorops::ServerOptions().http.min_body_rate,
           "Slowest HTTP request body accepted, in bytes/s, measured over every "
           "--http_body_rate_window; slower: 408 and close. 0: no rate (a body then has 120 s).");
-ABSL_FLAG(absl::Duration, http_body_rate_window, tensorops::ServerOptions().http_body_rate_window,
+ABSL_FLAG(absl::Duration, http_body_rate_window, tensorops::ServerOptions().http.body_rate_window,
           "The window --http_min_body_rate is measured over (>= 1s): a body may stall up to "
           "this long.");
 ABSL_FLAG(absl::Duration, drain_timeout, tensorops::ServerOptions().drain_timeout,
           "On SIGTERM/SIGINT: how long admitted requests may take to finish before queued "
           "ones are dropped with UNAVAILABLE.");
-ABSL_FLAG(bool, access_log, tensorops::ServerOptions().access_log,
+ABSL_FLAG(bool, access_log, tensorops::ServerOptions().call.access_log,
           "Log one line per request (op, status, bytes, microseconds, trace and span id) to "
           "stderr.");
-ABSL_FLAG(bool, trace_headers, tensorops::ServerOptions().trace_headers,
+ABSL_FLAG(bool, trace_headers, tensorops::ServerOptions().call.trace_headers,
           "Send each call's W3C traceparent back (gRPC initial metadata, HTTP header) and what "
           "it spent where (gRPC trailing metadata server-timing, HTTP Server-Timing: queue, "
           "kernel, total in ms). Trace ids in log lines do not depend on it.");
@@ -112,7 +117,7 @@ ABSL_FLAG(std::string, otlp_endpoint, "",
 ABSL_FLAG(std::string, log_level, "info", "Least severe log line printed: error, warning, info.");
 ABSL_FLAG(int64_t, min_parallel_bytes, tensorops::kDefaultMinParallelBytes,
           "Output size from which one request is split across the kernel pool.");
-ABSL_FLAG(int64_t, inline_max_bytes, tensorops::ServerOptions().inline_max_bytes,
+ABSL_FLAG(int64_t, inline_max_bytes, tensorops::ServerOptions().call.inline_max_bytes,
           "Requests whose output is smaller than this run on the gRPC thread that received "
           "them instead of the kernel pool (saves a thread hand-off and a wake-up per small "
           "call; a bigger kernel still splits across the pool); 0 keeps every kernel on the "
@@ -166,29 +171,29 @@ ABSL_FLAG(std::string, auth_token_file, "",
           "error). When set, every tensorops.v1.TensorOps call must send "
           "'authorization: Bearer <token>', else UNAUTHENTICATED; health and reflection "
           "stay open.");
-ABSL_FLAG(absl::Duration, keepalive_time, tensorops::ServerOptions().keepalive_time,
+ABSL_FLAG(absl::Duration, keepalive_time, tensorops::ServerOptions().grpc.keepalive_time,
           "Interval of HTTP/2 keepalive pings to each client (also idle ones); 0 = gRPC's "
           "default (2h).");
-ABSL_FLAG(absl::Duration, keepalive_timeout, tensorops::ServerOptions().keepalive_timeout,
+ABSL_FLAG(absl::Duration, keepalive_timeout, tensorops::ServerOptions().grpc.keepalive_timeout,
           "A connection whose keepalive ping is not answered within this is closed.");
-ABSL_FLAG(absl::Duration, max_connection_age, tensorops::ServerOptions().max_connection_age,
+ABSL_FLAG(absl::Duration, max_connection_age, tensorops::ServerOptions().grpc.max_connection_age,
           "Connections are closed (GOAWAY, +-10% jitter) after this long, so clients "
           "reconnect and L4 load balancers rebalance; 0 = never.");
 ABSL_FLAG(absl::Duration, max_connection_age_grace,
-          tensorops::ServerOptions().max_connection_age_grace,
+          tensorops::ServerOptions().grpc.max_connection_age_grace,
           "After --max_connection_age, how long calls in flight may finish before the "
           "connection is closed; 0 = unlimited.");
-ABSL_FLAG(absl::Duration, max_connection_idle, tensorops::ServerOptions().max_connection_idle,
+ABSL_FLAG(absl::Duration, max_connection_idle, tensorops::ServerOptions().grpc.max_connection_idle,
           "Connections with no call for this long are closed (GOAWAY); 0 = never.");
-ABSL_FLAG(int64_t, grpc_max_connections, tensorops::ServerOptions().grpc_max_connections,
+ABSL_FLAG(int64_t, grpc_max_connections, tensorops::ServerOptions().grpc.max_connections,
           "Most connections open at once on the plaintext gRPC addresses (--port, --listen); "
           "one more is closed as soon as it is accepted (the client sees UNAVAILABLE). -1 "
           "(default): derived from the file descriptor limit (logged at start). Not "
           "enforced with --tls_cert.");
-ABSL_FLAG(int, grpc_max_concurrent_streams, tensorops::ServerOptions().grpc_max_concurrent_streams,
+ABSL_FLAG(int, grpc_max_concurrent_streams, tensorops::ServerOptions().grpc.max_concurrent_streams,
           "Calls one client may have open on one gRPC connection (HTTP/2 "
           "SETTINGS_MAX_CONCURRENT_STREAMS); gRPC clients queue further calls until one ends.");
-ABSL_FLAG(absl::Duration, grpc_min_ping_interval, tensorops::ServerOptions().grpc_min_ping_interval,
+ABSL_FLAG(absl::Duration, grpc_min_ping_interval, tensorops::ServerOptions().grpc.min_ping_interval,
           "Client HTTP/2 pings closer together than this with no data between them are "
           "strikes; the third closes the connection (GOAWAY too_many_pings). Clients' "
           "keepalive time must be at least this.");
@@ -288,36 +293,36 @@ int ReadProcessLimits(ProcessLimits* limits) {
 
 // The gRPC door's flags (and the transport security both doors share).
 void GrpcFlags(tensorops::ServerOptions* options) {
-  options->host = absl::GetFlag(FLAGS_host);
-  options->port = absl::GetFlag(FLAGS_port);
+  options->grpc.host = absl::GetFlag(FLAGS_host);
+  options->grpc.port = absl::GetFlag(FLAGS_port);
   for (const std::string& address : absl::GetFlag(FLAGS_listen)) {
-    if (!address.empty()) options->listen.push_back(address);
+    if (!address.empty()) options->grpc.listen.push_back(address);
   }
   options->tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
   options->tls_key_file = absl::GetFlag(FLAGS_tls_key);
   options->tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
-  options->keepalive_time = absl::GetFlag(FLAGS_keepalive_time);
-  options->keepalive_timeout = absl::GetFlag(FLAGS_keepalive_timeout);
-  options->max_connection_age = absl::GetFlag(FLAGS_max_connection_age);
-  options->max_connection_age_grace = absl::GetFlag(FLAGS_max_connection_age_grace);
-  options->max_connection_idle = absl::GetFlag(FLAGS_max_connection_idle);
-  options->grpc_max_connections = absl::GetFlag(FLAGS_grpc_max_connections);
-  options->grpc_max_concurrent_streams = absl::GetFlag(FLAGS_grpc_max_concurrent_streams);
-  options->grpc_min_ping_interval = absl::GetFlag(FLAGS_grpc_min_ping_interval);
+  options->grpc.keepalive_time = absl::GetFlag(FLAGS_keepalive_time);
+  options->grpc.keepalive_timeout = absl::GetFlag(FLAGS_keepalive_timeout);
+  options->grpc.max_connection_age = absl::GetFlag(FLAGS_max_connection_age);
+  options->grpc.max_connection_age_grace = absl::GetFlag(FLAGS_max_connection_age_grace);
+  options->grpc.max_connection_idle = absl::GetFlag(FLAGS_max_connection_idle);
+  options->grpc.max_connections = absl::GetFlag(FLAGS_grpc_max_connections);
+  options->grpc.max_concurrent_streams = absl::GetFlag(FLAGS_grpc_max_concurrent_streams);
+  options->grpc.min_ping_interval = absl::GetFlag(FLAGS_grpc_min_ping_interval);
 }
 
 // The HTTP door's flags and the metrics endpoint's.
 void HttpFlags(tensorops::ServerOptions* options) {
   options->metrics_host = absl::GetFlag(FLAGS_metrics_host);
   options->metrics_port = absl::GetFlag(FLAGS_metrics_port);
-  options->http_host = absl::GetFlag(FLAGS_http_host);
-  options->http_port = absl::GetFlag(FLAGS_http_port);
-  options->http_threads = absl::GetFlag(FLAGS_http_threads);
-  options->http_max_connections = absl::GetFlag(FLAGS_http_max_connections);
-  options->http_header_timeout = absl::GetFlag(FLAGS_http_header_timeout);
-  options->http_idle_timeout = absl::GetFlag(FLAGS_http_idle_timeout);
-  options->http_min_body_rate = absl::GetFlag(FLAGS_http_min_body_rate);
-  options->http_body_rate_window = absl::GetFlag(FLAGS_http_body_rate_window);
+  options->http.host = absl::GetFlag(FLAGS_http_host);
+  options->http.port = absl::GetFlag(FLAGS_http_port);
+  options->http.loops = absl::GetFlag(FLAGS_http_threads);
+  options->http.max_connections = absl::GetFlag(FLAGS_http_max_connections);
+  options->http.header_timeout = absl::GetFlag(FLAGS_http_header_timeout);
+  options->http.idle_timeout = absl::GetFlag(FLAGS_http_idle_timeout);
+  options->http.min_body_rate = absl::GetFlag(FLAGS_http_min_body_rate);
+  options->http.body_rate_window = absl::GetFlag(FLAGS_http_body_rate_window);
 }
 
 // The call path's flags: pool, admission, limits, logging, auth.
@@ -326,24 +331,24 @@ void CallFlags(const tensorops::MemoryBudget& budget, tensorops::ServerOptions* 
   options->max_queue = absl::GetFlag(FLAGS_max_queue);
   options->max_inflight_bytes =
       Derived(absl::GetFlag(FLAGS_max_inflight_bytes), budget.max_inflight_bytes);
-  options->grpc_memory_bytes =
+  options->grpc.memory_bytes =
       Derived(absl::GetFlag(FLAGS_grpc_memory_bytes), budget.grpc_memory_bytes);
-  options->test_kernel_gate = absl::GetFlag(FLAGS_test_only_kernel_gate);
-  options->max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options->call.test_kernel_gate = absl::GetFlag(FLAGS_test_only_kernel_gate);
+  options->grpc.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options->drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
-  options->access_log = absl::GetFlag(FLAGS_access_log);
-  options->trace_headers = absl::GetFlag(FLAGS_trace_headers);
+  options->call.access_log = absl::GetFlag(FLAGS_access_log);
+  options->call.trace_headers = absl::GetFlag(FLAGS_trace_headers);
   options->otlp_endpoint = absl::GetFlag(FLAGS_otlp_endpoint);
-  options->min_parallel_bytes = absl::GetFlag(FLAGS_min_parallel_bytes);
-  options->inline_max_bytes = absl::GetFlag(FLAGS_inline_max_bytes);
+  options->call.min_parallel_bytes = absl::GetFlag(FLAGS_min_parallel_bytes);
+  options->call.inline_max_bytes = absl::GetFlag(FLAGS_inline_max_bytes);
   options->shared_memory_key_prefix = absl::GetFlag(FLAGS_shared_memory_key_prefix);
-  options->limits.max_rank = absl::GetFlag(FLAGS_max_rank);
-  options->limits.max_tensor_elements = absl::GetFlag(FLAGS_max_tensor_elements);
-  options->limits.max_tensor_bytes = absl::GetFlag(FLAGS_max_tensor_bytes);
-  options->limits.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
-  options->limits.max_stream_bytes = absl::GetFlag(FLAGS_max_stream_bytes);
-  options->limits.stream_chunk_bytes = absl::GetFlag(FLAGS_stream_chunk_bytes);
-  options->limits.stream_window_bytes = absl::GetFlag(FLAGS_stream_window_bytes);
+  options->call.limits.max_rank = absl::GetFlag(FLAGS_max_rank);
+  options->call.limits.max_tensor_elements = absl::GetFlag(FLAGS_max_tensor_elements);
+  options->call.limits.max_tensor_bytes = absl::GetFlag(FLAGS_max_tensor_bytes);
+  options->call.limits.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
+  options->call.limits.max_stream_bytes = absl::GetFlag(FLAGS_max_stream_bytes);
+  options->call.limits.stream_chunk_bytes = absl::GetFlag(FLAGS_stream_chunk_bytes);
+  options->call.limits.stream_window_bytes = absl::GetFlag(FLAGS_stream_window_bytes);
 }
 
 // Every flag into ServerOptions, validated (Start validates too; checked
@@ -360,7 +365,7 @@ int OptionsFromFlags(const tensorops::MemoryBudget& budget, tensorops::ServerOpt
   if (const std::string path = absl::GetFlag(FLAGS_auth_token_file); !path.empty()) {
     absl::StatusOr<std::string> token = tensorops::ReadAuthTokenFile(path);
     if (!token.ok()) return StartFailure(token.status().message());
-    options->auth_token = *std::move(token);
+    options->call.auth_token = *std::move(token);
   }
   if (absl::Status valid = options->Validate(); !valid.ok()) return UsageError(valid.message());
   return 0;
@@ -369,8 +374,8 @@ int OptionsFromFlags(const tensorops::MemoryBudget& budget, tensorops::ServerOpt
 // Machine-readable lines on stdout (tests and scripts read the ports here).
 void PrintAddresses(const tensorops::ServerOptions& options,
                     const tensorops::TensorOpsServer& server) {
-  std::printf("tensorops-server listening on %s:%d\n", options.host.c_str(), server.port());
-  for (const std::string& address : options.listen) {
+  std::printf("tensorops-server listening on %s:%d\n", options.grpc.host.c_str(), server.port());
+  for (const std::string& address : options.grpc.listen) {
     std::printf("tensorops-server also listening on %s\n", address.c_str());
   }
   if (server.metrics_port() >= 0) {
@@ -379,7 +384,7 @@ void PrintAddresses(const tensorops::ServerOptions& options,
   }
   if (server.http_port() >= 0) {
     std::printf("tensorops-server http on %s://%s:%d\n",
-                options.tls_cert_file.empty() ? "http" : "https", options.http_host.c_str(),
+                options.tls_cert_file.empty() ? "http" : "https", options.http.host.c_str(),
                 server.http_port());
   }
   std::fflush(stdout);
@@ -393,7 +398,7 @@ void LogLimits(const ProcessLimits& limits, const tensorops::ServerOptions& opti
           "memory limit ", limits.memory.bytes, " bytes from ", limits.memory.source,
           ": max_inflight_bytes ", options.max_inflight_bytes,
           How(absl::GetFlag(FLAGS_max_inflight_bytes)), ", grpc_memory_bytes ",
-          options.grpc_memory_bytes, How(absl::GetFlag(FLAGS_grpc_memory_bytes)),
+          options.grpc.memory_bytes, How(absl::GetFlag(FLAGS_grpc_memory_bytes)),
           ", buffer_cache_bytes ",
           Derived(absl::GetFlag(FLAGS_buffer_cache_bytes), limits.budget.buffer_cache_bytes),
           How(absl::GetFlag(FLAGS_buffer_cache_bytes))));
@@ -404,26 +409,26 @@ void LogLimits(const ProcessLimits& limits, const tensorops::ServerOptions& opti
                        ? absl::StrCat(server.grpc_max_connections(),
                                       How(absl::GetFlag(FLAGS_grpc_max_connections)))
                        : std::string("none (TLS: gRPC's own listener)"),
-                   ", grpc_max_concurrent_streams ", options.grpc_max_concurrent_streams));
+                   ", grpc_max_concurrent_streams ", options.grpc.max_concurrent_streams));
   if (server.http_max_connections() >= 0) {
     Log(LogLevel::kInfo,
         absl::StrCat("http limits: max_connections ", server.http_max_connections(),
                      How(absl::GetFlag(FLAGS_http_max_connections)), " of fd limit ",
                      limits.fds.soft, ", header_timeout ",
-                     absl::FormatDuration(options.http_header_timeout), ", idle_timeout ",
-                     absl::FormatDuration(options.http_idle_timeout), ", min_body_rate ",
-                     options.http_min_body_rate, " bytes/s per ",
-                     absl::FormatDuration(options.http_body_rate_window)));
+                     absl::FormatDuration(options.http.header_timeout), ", idle_timeout ",
+                     absl::FormatDuration(options.http.idle_timeout), ", min_body_rate ",
+                     options.http.min_body_rate, " bytes/s per ",
+                     absl::FormatDuration(options.http.body_rate_window)));
   }
   Log(LogLevel::kInfo,
-      absl::StrCat("started: grpc ", options.host, ":", server.port(), ", metrics port ",
+      absl::StrCat("started: grpc ", options.grpc.host, ":", server.port(), ", metrics port ",
                    server.metrics_port(), ", ", server.threads(), " kernel threads, max_queue ",
                    options.max_queue, ", max_inflight_bytes ", options.max_inflight_bytes,
                    ", transport ",
                    options.tls_cert_file.empty()        ? "plaintext"
                    : options.tls_client_ca_file.empty() ? "TLS"
                                                         : "mutual TLS",
-                   options.auth_token.empty() ? "" : ", bearer token required",
+                   options.call.auth_token.empty() ? "" : ", bearer token required",
                    options.shared_memory ? ", system shared memory on" : ""));
 }
 

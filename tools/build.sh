@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Configures and builds everything into ./build (override with BUILD_DIR).
+# Configures and builds everything into ./build (override with BUILD_DIR);
+# arguments go to `cmake --build`, e.g. --target tensorops-server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
@@ -25,4 +26,4 @@ fi
 # shellcheck disable=SC2086
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo} \
   "${LAUNCHER[@]}" ${BUILD_ARGS:-} >/dev/null
-cmake --build "$BUILD_DIR" -j "${JOBS:-2}"
+cmake --build "$BUILD_DIR" -j "${JOBS:-2}" "$@"

@@ -23,25 +23,6 @@ bool ConstantTimeEquals(absl::string_view given, absl::string_view expected) {
   return diff == 0;
 }
 
-// The access log's names for a method's two byte counts (Metrics::RecordCall).
-struct ByteFieldNames {
-  const char* in;
-  const char* out;
-};
-ByteFieldNames AccessLogFields(CallMethod method) {
-  switch (method) {
-    case CallMethod::kExecute:
-      return {"request_bytes", "response_bytes"};
-    case CallMethod::kExecuteStream:
-      return {"received_bytes", "sent_bytes"};
-    case CallMethod::kModelInfer:
-    case CallMethod::kModelStreamInfer:
-    case CallMethod::kRest:
-      return {"request_bytes", "response_bytes"};
-  }
-  return {"bytes_in", "bytes_out"};
-}
-
 // The status as the RPC ends with it: codes outside the canonical 0..16
 // (absl allows any int) become UNKNOWN, as on gRPC's wire (wire/status.h),
 // so metrics, logs and every door see the same code.
@@ -104,7 +85,8 @@ absl::Status CallPipeline::Reserve(int64_t bytes, AdmissionTicket* reservation) 
   return s;
 }
 
-Call::Call(CallPipeline* pipeline, CallMethod method, const CallContext* ctx, FinishRpc finish_rpc)
+Call::Call(CallPipeline* pipeline, const CallMethod* method, const CallContext* ctx,
+           FinishRpc finish_rpc)
     : pipeline_(pipeline),
       method_(method),
       ctx_(ctx),
@@ -266,7 +248,8 @@ void Call::RunNow() {
 void Call::ExportSpan(const absl::Status& status, int64_t bytes_in, int64_t bytes_out) {
   SpanRecord span;
   span.SetTrace(trace_);
-  span.method = method_;
+  span.method = method_->name();
+  span.code_attribute = method_->spec().span_code_attribute;
   span.op = op_text_;
   span.start = start_;
   span.end = start_ + timing_.total;
@@ -295,11 +278,12 @@ void Call::Finish(const absl::Status& status, int64_t bytes_in, int64_t bytes_ou
     LogRequestError(rpc_status.code(), op_text_, std::string(rpc_status.message()));
   }
   if (pipeline_->options_.access_log) {
-    const ByteFieldNames fields = AccessLogFields(method_);
-    Log(LogLevel::kInfo,
-        absl::StrCat("access method=", CallMethodName(method_), " op=", op_text_,
-                     " code=", StatusCodeName(rpc_status.code()), " ", fields.in, "=", bytes_in,
-                     " ", fields.out, "=", bytes_out, " us=", static_cast<int64_t>(seconds * 1e6)));
+    // The method's own names for its byte counts (CallMethodSpec).
+    const CallMethodSpec& m = method_->spec();
+    Log(LogLevel::kInfo, absl::StrCat("access method=", m.name, " op=", op_text_,
+                                      " code=", StatusCodeName(rpc_status.code()), " ",
+                                      m.log_bytes_in, "=", bytes_in, " ", m.log_bytes_out, "=",
+                                      bytes_out, " us=", static_cast<int64_t>(seconds * 1e6)));
   }
   if (pipeline_->options_.spans != nullptr && trace_.sampled()) {
     ExportSpan(rpc_status, bytes_in, bytes_out);

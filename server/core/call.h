@@ -30,7 +30,7 @@
 // decodes and validates its request into a PreparedCall (output bytes, run
 // into the reply), and RunUnary runs Open -> prepare -> Admit -> Run -> Finish:
 //   GrpcCallContext call_context(ctx);  // server/grpc/grpc_call_context.h
-//   Call call(pipeline, CallMethod::kExecute, &call_context,
+//   Call call(pipeline, methods.execute, &call_context,  // its door's CallMethod
 //             [reactor](const absl::Status& s) { reactor->Finish(ToGrpcStatus(s)); });
 //   call.RunUnary(request.op(), request.ByteSizeLong(),
 //                 [&]() -> absl::StatusOr<std::unique_ptr<PreparedCall>> {
@@ -229,8 +229,10 @@ class Call {
   // RPC: credentials, deadline, cancellation) must outlive the call.
   // Owned by the front door (a unary RPC's message holder, a stream's
   // reactor, an HTTP request's InferCall) and destroyed when the door is
-  // done with the RPC.
-  Call(CallPipeline* pipeline, CallMethod method, const CallContext* ctx, FinishRpc finish_rpc);
+  // done with the RPC. `method` is one the door registered
+  // (Metrics::AddMethod on the pipeline's metrics).
+  Call(CallPipeline* pipeline, const CallMethod* method, const CallContext* ctx,
+       FinishRpc finish_rpc);
   Call(const Call&) = delete;
   Call& operator=(const Call&) = delete;
 
@@ -268,8 +270,8 @@ class Call {
   void Run(int64_t output_bytes, KernelFn kernel, AfterFn after);
 
   // Ends the call, exactly once (from any step, any thread): records
-  // metrics (bytes_in/bytes_out as CallMethod says: message sizes or
-  // tensor bytes), logs a failure (rate-limited) and the access line, then
+  // metrics (bytes_in/bytes_out as the method's CallBytes says: message
+  // sizes or tensor bytes), logs a failure (rate-limited) and the access line, then
   // finishes the RPC. The admission ticket stays held until the Call is
   // destroyed, which its owner does when gRPC is done with the RPC.
   void Finish(const absl::Status& status, int64_t bytes_in, int64_t bytes_out);
@@ -306,7 +308,7 @@ class Call {
   void ExportSpan(const absl::Status& status, int64_t bytes_in, int64_t bytes_out);
 
   CallPipeline* const pipeline_;
-  const CallMethod method_;
+  const CallMethod* const method_;
   const CallContext* const ctx_;
   // The prepared call's timeout() (RunUnary): a queued call is dropped past
   // start_ + timeout_ too.

@@ -1,60 +1,127 @@
 // All of tensorops' Prometheus metrics, in one place. Every metric child is
-// created in the constructor; the per-request methods only touch
+// created at start, in the constructor or when a door registers its rows
+// (AddMethod, AddConnections); the per-request methods only touch
 // pre-resolved pointers (no map lookups, no allocation, no Family::Add).
+// The doors' rows are theirs: core/ names no door (the test
+// core_names_no_door). Serving /metrics over HTTP is server/metrics_http/'s.
 //
 // Thread-safety: every method is safe from any thread after construction.
 #ifndef TENSOROPS_SERVER_CORE_METRICS_H_
 #define TENSOROPS_SERVER_CORE_METRICS_H_
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "kernels/op_registry.h"
 
 namespace prometheus {
-class Exposer;
 class Registry;
 class Counter;
 class Gauge;
 class Histogram;
+template <typename T>
+class Family;
 }  // namespace prometheus
 
 namespace tensorops {
 
-// The front doors of the service: the `method` label of per-call metrics and
-// the index of their metric children. A new front door adds a value here and
-// a row to kMethods in metrics.cc.
-enum class CallMethod {
-  kExecute = 0,
-  kExecuteStream = 1,
-  kModelInfer = 2,
-  kModelStreamInfer = 3,
-  kRest = 4,  // the Open Inference Protocol's infer over HTTP (server/http/)
+// absl::StatusCode's canonical codes, 0..16: the `code` label's values.
+inline constexpr int kNumStatusCodes = 17;
+
+// What a call method's two byte counts are (Metrics::RecordCall).
+enum class CallBytes {
+  kMessageSizes,  // request/answer sizes: tensorops_{request,response}_size_bytes
+  kStreamBytes,   // tensor bytes received/sent: tensorops_stream_bytes_total
+  kNone,          // neither (a method that names no op)
 };
-inline constexpr int kNumCallMethods = 5;
-// "Execute", "ExecuteStream" (the gRPC method name).
-const char* CallMethodName(CallMethod method);
+
+// One call method of a front door, as the door registers it with
+// Metrics::AddMethod at start. All that core/ says of a method is here, so
+// core/ names no door: a new door registers its own rows.
+struct CallMethodSpec {
+  std::string name;  // the `method` label, the access log's method=, the span's name
+  CallBytes bytes = CallBytes::kMessageSizes;
+  // false: the method names no op; its children are under op="none" only
+  // and RecordCall ignores the op index (nor counts it in ReadOpTotals).
+  bool per_op = true;
+  // The access log's names of the two byte counts.
+  std::string log_bytes_in = "request_bytes";
+  std::string log_bytes_out = "response_bytes";
+  // The span attribute that carries the status code's number.
+  std::string span_code_attribute;
+};
+
+// A registered method and its metric children (every op, every code),
+// made by Metrics::AddMethod and owned by the Metrics. Immutable once made:
+// thread-safe.
+class CallMethod {
+ public:
+  const CallMethodSpec& spec() const { return spec_; }
+  const std::string& name() const { return spec_.name; }
+
+ private:
+  friend class Metrics;
+  explicit CallMethod(CallMethodSpec spec) : spec_(std::move(spec)) {}
+
+  const CallMethodSpec spec_;
+  // [op_index][code], op_index over known ops + unknown (one row: per_op false).
+  std::vector<std::array<prometheus::Counter*, kNumStatusCodes>> requests_;
+  std::vector<prometheus::Histogram*> duration_;
+};
+
+// A door's connections as /metrics shows them, as the door registers them
+// with Metrics::AddConnections at start: a gauge of those open, and a
+// counter of those it closed (or refused) itself, by reason.
+struct ConnectionMetricsSpec {
+  std::string open_name;  // the gauge
+  std::string open_help;
+  std::string closed_name;  // the counter, labelled `reason`
+  std::string closed_help;
+  std::vector<std::string> reasons;  // the `reason` values, indexed by the door's enum
+};
+
+// Made by Metrics::AddConnections and owned by the Metrics. Thread-safe.
+class ConnectionMetrics {
+ public:
+  void SetOpen(int64_t open) const;
+  // `reason` indexes ConnectionMetricsSpec::reasons; out of range: ignored.
+  void RecordClosed(int reason) const;
+
+ private:
+  friend class Metrics;
+  ConnectionMetrics() = default;
+
+  prometheus::Gauge* open_ = nullptr;
+  std::vector<prometheus::Counter*> closed_;
+};
 
 class Metrics {
  public:
   // `ops`: the canonical op names, used as the `op` label. Requests naming
-  // anything else are recorded under op="unknown"; ListOps under op="none".
+  // anything else are recorded under op="unknown"; a method that names no
+  // op (CallMethodSpec::per_op false) under op="none".
   explicit Metrics(const std::vector<std::string>& ops);
   ~Metrics();
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
 
-  // Serves GET /metrics on host:port (port 0 picks a free one). Returns the
-  // bound port. At most once.
-  absl::StatusOr<int> StartHttp(const std::string& host, int port);
-  // Stops serving /metrics (the destructor does too), within milliseconds.
-  void StopHttp();
+  // A door's call method, at start (before its first call): its rows in
+  // tensorops_requests_total and tensorops_request_duration_seconds, at
+  // zero. The same name again returns the method registered first (its spec
+  // unchanged). The pointer lives as long as the Metrics.
+  const CallMethod* AddMethod(CallMethodSpec spec);
+  // A door's connection metrics, at start; the same open_name again returns
+  // the ones registered first. The pointer lives as long as the Metrics.
+  const ConnectionMetrics* AddConnections(const ConnectionMetricsSpec& spec);
 
   // Index for the per-op methods below; unknown names map to "unknown".
   // Resolve once per request (a small linear scan over the op names).
@@ -62,15 +129,12 @@ class Metrics {
   // The index of "unknown" (a call whose op is not known yet, or not at all).
   int unknown_op_index() const;
 
-  // One finished call of a front door (see CallMethod): counts it under
+  // One finished call of `method` (AddMethod's): counts it under
   // (method, op, code) and observes its whole duration. The two byte counts
-  // mean what the method's row in metrics.cc says: for Execute the request and
-  // response message sizes (histograms), for ExecuteStream the tensor bytes
-  // received and sent (counters).
-  void RecordCall(CallMethod method, int op_index, absl::StatusCode code, double seconds,
+  // mean what the method's CallBytes says: message sizes (histograms), the
+  // tensor bytes streamed (counters) or nothing.
+  void RecordCall(const CallMethod* method, int op_index, absl::StatusCode code, double seconds,
                   int64_t bytes_in, int64_t bytes_out);
-  // One finished ListOps.
-  void RecordListOps(absl::StatusCode code, double seconds);
   // A call that reached its kernel: the time it held a queue slot (from
   // entering the queue until a thread took it), then the kernel's time.
   void RecordKernel(int op_index, double queue_seconds, double kernel_seconds);
@@ -99,26 +163,6 @@ class Metrics {
   void SetPoolThreads(int64_t threads);
   // Registered system shared-memory regions (Open Inference Protocol).
   void SetSharedMemoryRegions(int64_t regions);
-  // The gRPC door's plaintext connections (server/grpc/grpc_listener.h):
-  // open now, and closed at accept, over --grpc_max_connections (kCap) or
-  // for want of file descriptors (kEmfile: EMFILE/ENFILE).
-  void SetGrpcConnections(int64_t connections);
-  enum class ConnectionRefusal { kCap, kEmfile };
-  void RecordGrpcConnectionRefused(ConnectionRefusal reason);
-
-  // The HTTP/REST door's connections (server/http/): how many are open, and
-  // those the door closed itself, by why (tensorops_http_connections_closed_total).
-  enum class HttpClose {
-    kCapIdle,        // idle, closed to make room for a new one at --http_max_connections
-    kCapRefused,     // new, refused (503 or closed at once): at the cap, none idle
-    kHeaderTimeout,  // no whole request header within --http_header_timeout
-    kIdleTimeout,    // keep-alive, no next request within --http_idle_timeout
-    kBodyRate,       // body slower than --http_min_body_rate
-    kNoDescriptors,  // accepted and closed at once while the process was out of fds
-  };
-  void SetHttpConnections(int64_t open);
-  void RecordHttpClosed(HttpClose reason);
-
   // One op's numbers as /metrics shows them, summed over every front door
   // (for the Open Inference Protocol's ModelStatistics).
   struct OpTotals {
@@ -145,13 +189,14 @@ class Metrics {
   static void BuildAdmissionFamilies(prometheus::Registry& registry, Impl& m);
   static void BuildSpanAndChainCounters(prometheus::Registry& registry, Impl& m);
   static void BuildGauges(prometheus::Registry& registry, Impl& m);
-  static void BuildConnectionFamilies(prometheus::Registry& registry, Impl& m);
   static void BuildCallTotals(prometheus::Registry& registry, Impl& m);
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<Impl> impl_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
-  std::string http_host_;  // as StartHttp was given it
-  int http_port_ = -1;     // bound
+  // What the doors registered; the pointers handed out stay put.
+  mutable absl::Mutex registered_mu_;
+  std::vector<std::unique_ptr<CallMethod>> methods_ ABSL_GUARDED_BY(registered_mu_);
+  std::vector<std::pair<std::string, std::unique_ptr<ConnectionMetrics>>> connections_
+      ABSL_GUARDED_BY(registered_mu_);
 };
 
 }  // namespace tensorops

@@ -113,20 +113,22 @@ std::string EncodeOtlpJson(absl::Span<const SpanRecord> spans, absl::string_view
         span.has_parent ? absl::string_view(span.parent_span_id.data(), span.parent_span_id.size())
                         : absl::string_view();
     std::string attributes;
-    AppendStringAttribute("rpc.method", CallMethodName(span.method), &attributes);
+    AppendStringAttribute("rpc.method", span.method, &attributes);
     attributes.push_back(',');
     AppendStringAttribute("tensorops.op", span.op, &attributes);
     attributes.push_back(',');
     AppendStringAttribute("tensorops.code", StatusCodeName(span.code), &attributes);
-    attributes.push_back(',');
-    AppendIntAttribute("rpc.grpc.status_code", static_cast<int>(span.code), &attributes);
+    if (!span.code_attribute.empty()) {
+      attributes.push_back(',');
+      AppendIntAttribute(span.code_attribute, static_cast<int>(span.code), &attributes);
+    }
     attributes.push_back(',');
     AppendIntAttribute("tensorops.bytes_in", span.bytes_in, &attributes);
     attributes.push_back(',');
     AppendIntAttribute("tensorops.bytes_out", span.bytes_out, &attributes);
     separator();
-    AppendSpan(trace_id, span_id, parent, span.tracestate, CallMethodName(span.method),
-               kSpanKindServer, span.start, span.end, attributes, &span, &out);
+    AppendSpan(trace_id, span_id, parent, span.tracestate, span.method, kSpanKindServer, span.start,
+               span.end, attributes, &span, &out);
     // The stages, as children of the call's span.
     if (span.queue_start.has_value() && span.kernel_start.has_value()) {
       separator();

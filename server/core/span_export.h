@@ -46,7 +46,11 @@ struct SpanRecord {
   std::array<char, 16> parent_span_id{};
   bool has_parent = false;
   std::string tracestate;  // the caller's, usually empty
-  CallMethod method = CallMethod::kExecute;
+  // The call's method (CallMethodSpec::name) and the attribute its status
+  // code goes under (span_code_attribute; empty: none): views of the
+  // registered method, which outlives the exporter.
+  absl::string_view method;
+  absl::string_view code_attribute;
   std::string op;  // as the call named it (cut to 64 bytes)
   absl::Time start;
   absl::Time end;
@@ -65,7 +69,7 @@ struct SpanRecord {
 
 // An OTLP/HTTP JSON body (ExportTraceServiceRequest) of `spans`: one
 // resource (service.name = `service_name`), one scope ("tensorops"), per
-// call a SERVER span named after its method ("Execute", "REST", ...) with
+// call a SERVER span named after its method (as its door registered it) with
 // its op, code and byte counts as attributes, status ERROR and the message
 // on failure, and INTERNAL child spans "queue" and "kernel" where reached
 // (their span ids made here). Ids in hex and int64s as decimal strings, as

@@ -28,6 +28,7 @@
 #include "absl/time/time.h"
 #include "server/core/logging.h"
 #include "server/core/metrics.h"
+#include "server/grpc/grpc_metrics.h"
 
 namespace tensorops {
 namespace {
@@ -133,7 +134,7 @@ absl::StatusOr<std::unique_ptr<GrpcListener>> GrpcListener::Start(Options option
     return absl::InternalError(absl::StrCat("GrpcListener: eventfd or /dev/null: ", Errno(errno)));
   }
   l->last_sweep_ns_ = NowNs();
-  if (l->options_.metrics != nullptr) l->options_.metrics->SetGrpcConnections(0);
+  if (l->options_.connections != nullptr) l->options_.connections->SetOpen(0);
   GrpcListener* self = l.get();
   l->thread_ = std::thread([self] { self->Loop(); });
   return l;
@@ -380,8 +381,8 @@ void GrpcListener::OnConnection(int fd, bool tcp) {
       // Counted before the close: a peer that sees the close may read the
       // count at once (tests, /metrics scraped after a refused connect).
       refused_cap_.fetch_add(1, std::memory_order_relaxed);
-      if (options_.metrics != nullptr) {
-        options_.metrics->RecordGrpcConnectionRefused(Metrics::ConnectionRefusal::kCap);
+      if (options_.connections != nullptr) {
+        options_.connections->RecordClosed(static_cast<int>(ConnectionRefusal::kCap));
       }
       close(fd);
       ++cap_unlogged_;
@@ -425,8 +426,8 @@ void GrpcListener::OnOutOfDescriptors(const Socket& s, int error) {
   const int fd = accept4(s.fd, nullptr, nullptr, SOCK_CLOEXEC);
   if (fd >= 0) {
     refused_emfile_.fetch_add(1, std::memory_order_relaxed);  // before the close, as above
-    if (options_.metrics != nullptr) {
-      options_.metrics->RecordGrpcConnectionRefused(Metrics::ConnectionRefusal::kEmfile);
+    if (options_.connections != nullptr) {
+      options_.connections->RecordClosed(static_cast<int>(ConnectionRefusal::kEmfile));
     }
     close(fd);
     ++emfile_unlogged_;
@@ -470,8 +471,8 @@ void GrpcListener::Sweep() {
 
 void GrpcListener::PublishCount() {
   live_count_.store(static_cast<int64_t>(live_.size()), std::memory_order_relaxed);
-  if (options_.metrics != nullptr) {
-    options_.metrics->SetGrpcConnections(static_cast<int64_t>(live_.size()));
+  if (options_.connections != nullptr) {
+    options_.connections->SetOpen(static_cast<int64_t>(live_.size()));
   }
 }
 

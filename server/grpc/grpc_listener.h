@@ -55,7 +55,7 @@
 
 namespace tensorops {
 
-class Metrics;
+class ConnectionMetrics;
 
 class GrpcListener {
  public:
@@ -68,9 +68,10 @@ class GrpcListener {
     // owns the descriptor from then on and closes it when the connection
     // ends. Runs on the listener's thread.
     std::function<void(int fd)> hand_off;
-    // tensorops_grpc_connections and tensorops_grpc_connections_refused_total;
-    // may be null. Must outlive the listener.
-    Metrics* metrics = nullptr;
+    // tensorops_grpc_connections and tensorops_grpc_connections_refused_total
+    // (RegisterGrpcConnections, grpc_metrics.h); may be null. Must outlive
+    // the listener.
+    const ConnectionMetrics* connections = nullptr;
   };
 
   // Binds and listens on every address, then starts accepting. An error

@@ -20,6 +20,7 @@
 #include "grpc/health/v1/health.pb.h"
 #include "server/core/logging.h"
 #include "server/grpc/grpc_listener.h"
+#include "server/grpc/grpc_metrics.h"
 #include "server/grpc/server_sockets.h"
 
 namespace tensorops {
@@ -182,8 +183,16 @@ void ApplyChannelArguments(const GrpcServer::Options& options, grpc::ServerBuild
 
 }  // namespace
 
+void GrpcServer::RegisterMetrics(Metrics* metrics) {
+  GrpcMethods::Register(metrics);
+  RegisterGrpcConnections(metrics);
+}
+
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const Options& options) {
   SetUpGrpcProcess();
+  // The door's connection metrics, on /metrics also with TLS (at zero).
+  const ConnectionMetrics* connections =
+      options.metrics != nullptr ? RegisterGrpcConnections(options.metrics) : nullptr;
   std::unique_ptr<GrpcServer> s(new GrpcServer());
   const std::string address = absl::StrCat(options.host, ":", options.port);
   grpc::ServerBuilder builder;
@@ -215,7 +224,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const Options& opt
         options.max_connections > 0 ? options.max_connections : std::numeric_limits<int64_t>::max();
     grpc::Server* server = s->server_.get();
     listener.hand_off = [server](int fd) { grpc::AddInsecureChannelFromFd(server, fd); };
-    listener.metrics = options.metrics;
+    listener.connections = connections;
     absl::StatusOr<std::unique_ptr<GrpcListener>> started = GrpcListener::Start(listener);
     if (!started.ok()) return started.status();
     s->listener_ = *std::move(started);

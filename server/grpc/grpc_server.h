@@ -93,9 +93,15 @@ class GrpcServer {
     std::vector<grpc::Service*> services;
     // grpc.health.v1 names marked SERVING once the door listens.
     std::vector<std::string> health_services;
-    // The listener's connection gauges and refusals (may be null).
+    // Where Start registers the door's connection metrics
+    // (RegisterGrpcConnections, grpc_metrics.h); may be null.
     Metrics* metrics = nullptr;
   };
+
+  // The door's rows in `metrics` (its methods, its connections), at zero:
+  // the server registers them at start, before /metrics serves; the
+  // services and Start register them too (the same handles).
+  static void RegisterMetrics(Metrics* metrics);
 
   // Registers the services (with health and reflection), listens on every
   // address and marks health_services SERVING. UNAVAILABLE naming the address

@@ -58,9 +58,14 @@ using StreamReactor = grpc::ServerBidiReactor<ModelInferRequest, ModelStreamInfe
 // at any time (no lock).
 class ModelStreamInferReactor final : public StreamReactor {
  public:
-  ModelStreamInferReactor(CallPipeline* pipeline, const ShmRegistry* shm, std::string owner,
-                          grpc::CallbackServerContext* ctx)
-      : pipeline_(pipeline), shm_(shm), owner_(std::move(owner)), ctx_(ctx), call_context_(ctx) {
+  ModelStreamInferReactor(CallPipeline* pipeline, const CallMethod* method, const ShmRegistry* shm,
+                          std::string owner, grpc::CallbackServerContext* ctx)
+      : pipeline_(pipeline),
+        method_(method),
+        shm_(shm),
+        owner_(std::move(owner)),
+        ctx_(ctx),
+        call_context_(ctx) {
     StartRead(&request_);
   }
 
@@ -70,7 +75,7 @@ class ModelStreamInferReactor final : public StreamReactor {
       return;
     }
     response_.Clear();
-    call_ = std::make_unique<Call>(pipeline_, CallMethod::kModelStreamInfer, &call_context_,
+    call_ = std::make_unique<Call>(pipeline_, method_, &call_context_,
                                    [this](const absl::Status& status) { Respond(status); });
     call_->RunUnary(
         request_.model_name(), static_cast<int64_t>(request_.ByteSizeLong()),
@@ -130,6 +135,7 @@ class ModelStreamInferReactor final : public StreamReactor {
   }
 
   CallPipeline* const pipeline_;
+  const CallMethod* const method_;  // ModelStreamInfer's
   const ShmRegistry* const shm_;
   const std::string owner_;
   grpc::CallbackServerContext* const ctx_;
@@ -207,7 +213,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
   // outputs) or on the pool (server/grpc/unary_call.h).
   const std::string owner = ShmOwner(*ctx);
   return UnaryCallAllocator<ModelInferRequest, ModelInferResponse>::Start(
-      pipeline_, CallMethod::kModelInfer, ctx, request->model_name(),
+      pipeline_, methods_.model_infer, ctx, request->model_name(),
       static_cast<int64_t>(request->ByteSizeLong()),
       [&]() -> absl::StatusOr<std::unique_ptr<PreparedCall>> {
         ASSIGN_OR_RETURN(
@@ -220,7 +226,8 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
 
 grpc::ServerBidiReactor<ModelInferRequest, ModelStreamInferResponse>*
 InferenceService::ModelStreamInfer(grpc::CallbackServerContext* ctx) {
-  return new ModelStreamInferReactor(pipeline_, shm_, ShmOwner(*ctx), ctx);
+  return new ModelStreamInferReactor(pipeline_, methods_.model_stream_infer, shm_, ShmOwner(*ctx),
+                                     ctx);
 }
 
 grpc::ServerUnaryReactor* InferenceService::ModelStatistics(

@@ -26,6 +26,7 @@
 
 #include "inference/grpc_service.grpc.pb.h"
 #include "server/core/call.h"
+#include "server/grpc/grpc_metrics.h"
 #include "server/grpc/unary_call.h"
 #include "server/oip/oip_service.h"
 #include "server/oip/shm_registry.h"
@@ -37,7 +38,10 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   // Neither pointer is owned; both must outlive the service. The control
   // RPCs are renderings of `oip`'s values; infer reads its shared memory.
   InferenceService(CallPipeline* pipeline, OipService* oip)
-      : pipeline_(pipeline), oip_(oip), shm_(oip->shm()) {
+      : pipeline_(pipeline),
+        oip_(oip),
+        shm_(oip->shm()),
+        methods_(GrpcMethods::Register(pipeline->metrics())) {
     SetMessageAllocatorFor_ModelInfer(&infer_allocator_);
   }
 
@@ -86,6 +90,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   CallPipeline* const pipeline_;
   OipService* const oip_;
   const ShmRegistry* const shm_;
+  const GrpcMethods methods_;
   UnaryCallAllocator<inference::ModelInferRequest, inference::ModelInferResponse> infer_allocator_;
 };
 

@@ -20,7 +20,7 @@ grpc::ServerUnaryReactor* TensorOpsService::Execute(grpc::CallbackServerContext*
   // Decoded and validated on this gRPC thread (cheap), then run inline
   // (small outputs) or on the pool; the response is encoded where it runs.
   return UnaryCallAllocator<v1::ExecuteRequest, v1::ExecuteResponse>::Start(
-      pipeline_, CallMethod::kExecute, ctx, request->op(),
+      pipeline_, methods_.execute, ctx, request->op(),
       static_cast<int64_t>(request->ByteSizeLong()),
       [&]() -> absl::StatusOr<std::unique_ptr<PreparedCall>> {
         ASSIGN_OR_RETURN(
@@ -33,7 +33,7 @@ grpc::ServerUnaryReactor* TensorOpsService::Execute(grpc::CallbackServerContext*
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* TensorOpsService::ExecuteStream(
     grpc::CallbackServerContext* ctx) {
-  return NewExecuteStreamReactor(pipeline_, ctx);
+  return NewExecuteStreamReactor(pipeline_, methods_.execute_stream, ctx);
 }
 
 grpc::ServerUnaryReactor* TensorOpsService::ListOps(grpc::CallbackServerContext* ctx,
@@ -48,7 +48,8 @@ grpc::ServerUnaryReactor* TensorOpsService::ListOps(grpc::CallbackServerContext*
     LogRequestError(absl::StatusCode::kUnauthenticated, "none", std::string(gate.message()));
   }
   const grpc::Status status = ToGrpcStatus(gate, ctx);
-  pipeline_->metrics()->RecordListOps(gate.code(), absl::ToDoubleSeconds(absl::Now() - start));
+  pipeline_->metrics()->RecordCall(methods_.list_ops, 0, gate.code(),
+                                   absl::ToDoubleSeconds(absl::Now() - start), 0, 0);
   reactor->Finish(status);
   return reactor;
 }

@@ -16,6 +16,7 @@
 #define TENSOROPS_SERVER_GRPC_SERVICE_H_
 
 #include "server/core/call.h"
+#include "server/grpc/grpc_metrics.h"
 #include "server/grpc/unary_call.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
 
@@ -30,8 +31,10 @@ using TensorOpsServiceBase =
 
 class TensorOpsService final : public TensorOpsServiceBase {
  public:
-  // `pipeline` is not owned and must outlive the service.
-  explicit TensorOpsService(CallPipeline* pipeline) : pipeline_(pipeline) {
+  // `pipeline` is not owned and must outlive the service. Registers the
+  // door's methods with the pipeline's metrics.
+  explicit TensorOpsService(CallPipeline* pipeline)
+      : pipeline_(pipeline), methods_(GrpcMethods::Register(pipeline->metrics())) {
     SetMessageAllocatorFor_Execute(&execute_allocator_);
   }
 
@@ -46,6 +49,7 @@ class TensorOpsService final : public TensorOpsServiceBase {
 
  private:
   CallPipeline* const pipeline_;
+  const GrpcMethods methods_;
   UnaryCallAllocator<v1::ExecuteRequest, v1::ExecuteResponse> execute_allocator_;
 };
 

@@ -56,16 +56,16 @@ using StreamReactor = grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer
 
 class ExecuteStreamReactor final : public StreamReactor {
  public:
-  ExecuteStreamReactor(CallPipeline* pipeline, grpc::CallbackServerContext* ctx)
+  ExecuteStreamReactor(CallPipeline* pipeline, const CallMethod* method,
+                       grpc::CallbackServerContext* ctx)
       : pipeline_(pipeline),
         ctx_(ctx),
         call_context_(ctx),
-        call_(pipeline, CallMethod::kExecuteStream, &call_context_,
-              [this](const absl::Status& status) {
-                if (!answered_) AddTraceparent(call_, ctx_, /*answered=*/false);
-                AddServerTiming(call_, ctx_);
-                StreamReactor::Finish(ToGrpcStatus(status, ctx_));
-              }) {
+        call_(pipeline, method, &call_context_, [this](const absl::Status& status) {
+          if (!answered_) AddTraceparent(call_, ctx_, /*answered=*/false);
+          AddServerTiming(call_, ctx_);
+          StreamReactor::Finish(ToGrpcStatus(status, ctx_));
+        }) {
     if (absl::Status s = call_.Open(); !s.ok()) {
       End(s);
       return;
@@ -523,8 +523,9 @@ class ExecuteStreamReactor final : public StreamReactor {
 
 }  // namespace
 
-StreamReactor* NewExecuteStreamReactor(CallPipeline* pipeline, grpc::CallbackServerContext* ctx) {
-  return new ExecuteStreamReactor(pipeline, ctx);
+StreamReactor* NewExecuteStreamReactor(CallPipeline* pipeline, const CallMethod* method,
+                                       grpc::CallbackServerContext* ctx) {
+  return new ExecuteStreamReactor(pipeline, method, ctx);
 }
 
 }  // namespace tensorops

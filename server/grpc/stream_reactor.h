@@ -17,10 +17,11 @@
 
 namespace tensorops {
 
-// A new reactor for one ExecuteStream call; it deletes itself in OnDone.
-// `pipeline` must outlive it.
+// A new reactor for one ExecuteStream call (its Call under `method`,
+// GrpcMethods::execute_stream); it deletes itself in OnDone. `pipeline`
+// must outlive it.
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* NewExecuteStreamReactor(
-    CallPipeline* pipeline, grpc::CallbackServerContext* ctx);
+    CallPipeline* pipeline, const CallMethod* method, grpc::CallbackServerContext* ctx);
 
 }  // namespace tensorops
 

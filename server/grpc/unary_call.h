@@ -39,7 +39,7 @@
 //   UnaryCallAllocator<v1::ExecuteRequest, v1::ExecuteResponse> allocator;
 //   service.SetMessageAllocatorFor_Execute(&allocator);  // before BuildAndStart
 //   // in the handler:
-//   return decltype(allocator)::Start(pipeline, CallMethod::kExecute, ctx, request->op(),
+//   return decltype(allocator)::Start(pipeline, methods.execute, ctx, request->op(),
 //                                     request->ByteSizeLong(), prepare, reply_bytes);
 #ifndef TENSOROPS_SERVER_GRPC_UNARY_CALL_H_
 #define TENSOROPS_SERVER_GRPC_UNARY_CALL_H_
@@ -71,7 +71,7 @@ class UnaryCallAllocator final : public grpc::MessageAllocator<Request, Response
   // finished through ctx->DefaultReactor(), which it returns. The method
   // must have this allocator registered (SetMessageAllocatorFor_<Method>);
   // otherwise the RPC fails with INTERNAL.
-  static grpc::ServerUnaryReactor* Start(CallPipeline* pipeline, CallMethod method,
+  static grpc::ServerUnaryReactor* Start(CallPipeline* pipeline, const CallMethod* method,
                                          grpc::CallbackServerContext* ctx, absl::string_view op,
                                          int64_t request_bytes, Call::PrepareFn prepare,
                                          Call::ReplyBytesFn reply_bytes) {

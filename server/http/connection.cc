@@ -163,7 +163,7 @@ class Connection final : public ConnectionBase {
   ~Connection() override { env_->table->Closed(this, counted_); }
 
   void Start() {
-    Arm(options_.header_timeout, Metrics::HttpClose::kHeaderTimeout);
+    Arm(options_.header_timeout, HttpClose::kHeaderTimeout);
     WaitForRequest();
   }
 
@@ -199,16 +199,16 @@ class Connection final : public ConnectionBase {
   beast::tcp_stream& Lowest() { return beast::get_lowest_layer(stream_); }
   ConnectionTable& table() { return *env_->table; }
 
-  void Arm(absl::Duration after, Metrics::HttpClose reason);
+  void Arm(absl::Duration after, HttpClose reason);
   void Disarm() {
     ++timer_generation_;
     timer_.cancel();
   }
   void OnDeadline() {
-    if (deadline_ == Metrics::HttpClose::kBodyRate) return CheckBodyRate();
+    if (deadline_ == HttpClose::kBodyRate) return CheckBodyRate();
     TimeOut(deadline_);
   }
-  void TimeOut(Metrics::HttpClose reason);
+  void TimeOut(HttpClose reason);
   void WaitForRequest();
   void OnFirstByte(beast::error_code ec, size_t n);
   void Handshake();
@@ -234,12 +234,12 @@ class Connection final : public ConnectionBase {
   net::steady_timer timer_;
   const bool counted_;
   uint64_t timer_generation_ = 0;
-  Metrics::HttpClose deadline_ = Metrics::HttpClose::kHeaderTimeout;  // what timer_ is for
-  std::optional<Metrics::HttpClose> timed_out_;  // the deadline that ended a read
-  bool handshaken_ = false;                      // TLS
-  bool chunked_ = false;                         // the body being read
-  uint64_t body_progress_ = 0;                   // a known length's bytes read after the header's
-  uint64_t window_start_ = 0;                    // BodyProgress() when the rate window began
+  HttpClose deadline_ = HttpClose::kHeaderTimeout;  // what timer_ is for
+  std::optional<HttpClose> timed_out_;              // the deadline that ended a read
+  bool handshaken_ = false;                         // TLS
+  bool chunked_ = false;                            // the body being read
+  uint64_t body_progress_ = 0;  // a known length's bytes read after the header's
+  uint64_t window_start_ = 0;   // BodyProgress() when the rate window began
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<RequestBody>> parser_;
   std::optional<http::response<http::empty_body>> continue_;
@@ -256,7 +256,7 @@ class Connection final : public ConnectionBase {
 // Sets the one deadline, replacing the previous one (whose handler, if
 // already queued, sees a newer generation and does nothing).
 template <class Stream>
-void Connection<Stream>::Arm(absl::Duration after, Metrics::HttpClose reason) {
+void Connection<Stream>::Arm(absl::Duration after, HttpClose reason) {
   const uint64_t generation = ++timer_generation_;
   deadline_ = reason;
   timer_.expires_after(absl::ToChronoNanoseconds(after));
@@ -273,7 +273,7 @@ void Connection<Stream>::Arm(absl::Duration after, Metrics::HttpClose reason) {
 // the deadline came, cannot go on); its handler then answers 408 (writing
 // still works) or closes.
 template <class Stream>
-void Connection<Stream>::TimeOut(Metrics::HttpClose reason) {
+void Connection<Stream>::TimeOut(HttpClose reason) {
   timed_out_ = reason;
   beast::error_code ignored;
   Lowest().socket().cancel(ignored);
@@ -309,9 +309,9 @@ void Connection<Stream>::OnFirstByte(beast::error_code ec, size_t n) {
     if (timed_out_.has_value()) table().Record(*timed_out_);
     return;  // or the client closed, or reset
   }
-  if (deadline_ == Metrics::HttpClose::kIdleTimeout) {
+  if (deadline_ == HttpClose::kIdleTimeout) {
     // A keep-alive connection's next request: its header from now.
-    Arm(options_.header_timeout, Metrics::HttpClose::kHeaderTimeout);
+    Arm(options_.header_timeout, HttpClose::kHeaderTimeout);
   }
   if constexpr (kTls) {
     if (!handshaken_) return Handshake();
@@ -377,7 +377,7 @@ void Connection<Stream>::ReadBody() {
     Lowest().expires_never();
     body_progress_ = 0;
     window_start_ = 0;
-    Arm(options_.body_rate_window, Metrics::HttpClose::kBodyRate);
+    Arm(options_.body_rate_window, HttpClose::kBodyRate);
   } else {
     Lowest().expires_after(kIoTimeout);
   }
@@ -431,10 +431,10 @@ void Connection<Stream>::CheckBodyRate() {
                                           absl::ToDoubleSeconds(options_.body_rate_window));
   beast::error_code ec;
   if (progress - window_start_ < need && Lowest().socket().available(ec) == 0) {
-    return TimeOut(Metrics::HttpClose::kBodyRate);
+    return TimeOut(HttpClose::kBodyRate);
   }
   window_start_ = progress;
-  Arm(options_.body_rate_window, Metrics::HttpClose::kBodyRate);
+  Arm(options_.body_rate_window, HttpClose::kBodyRate);
 }
 
 // A request that cannot be read: the error its client expects when there
@@ -447,7 +447,7 @@ void Connection<Stream>::Refuse(beast::error_code ec) {
   if (timed_out_.has_value()) {
     table().Record(*timed_out_);
     status = 408;
-    if (*timed_out_ == Metrics::HttpClose::kBodyRate) {
+    if (*timed_out_ == HttpClose::kBodyRate) {
       why = absl::StrCat("the request body came slower than ", options_.min_body_rate,
                          " bytes/s over ", absl::FormatDuration(options_.body_rate_window),
                          " (--http_min_body_rate)");
@@ -547,10 +547,10 @@ void Connection<Stream>::OnWritten(beast::error_code ec) {
   if (!keep) return Close();
   if (buffer_.size() > 0) {
     // Pipelined: the next request has begun.
-    Arm(options_.header_timeout, Metrics::HttpClose::kHeaderTimeout);
+    Arm(options_.header_timeout, HttpClose::kHeaderTimeout);
     return ReadHeader();
   }
-  Arm(options_.idle_timeout, Metrics::HttpClose::kIdleTimeout);
+  Arm(options_.idle_timeout, HttpClose::kIdleTimeout);
   WaitForRequest();
 }
 

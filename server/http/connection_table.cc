@@ -14,7 +14,7 @@ ConnectionTable::Admission ConnectionTable::Admit(std::shared_ptr<ConnectionBase
   const int64_t cap = max_connections_;
   if (cap > 0 && open_ >= cap) {
     if (idle_.empty()) {
-      Record(Metrics::HttpClose::kCapRefused);
+      Record(HttpClose::kCapRefused);
       if (refusing_ >= kMaxRefusing) return Admission::kDrop;
       ++refusing_;
       return Admission::kRefuse;
@@ -24,10 +24,10 @@ ConnectionTable::Admission ConnectionTable::Admit(std::shared_ptr<ConnectionBase
     oldest.evicted = true;
     // Null when it is ending already: its slot is about to be free anyway.
     *evict = oldest.weak_from_this().lock();
-    Record(Metrics::HttpClose::kCapIdle);
+    Record(HttpClose::kCapIdle);
   }
   ++open_;
-  metrics_->SetHttpConnections(open_);
+  metrics_->SetOpen(open_);
   return Admission::kOpen;
 }
 
@@ -39,7 +39,7 @@ void ConnectionTable::Closed(ConnectionBase* c, bool counted) {
     return;
   }
   --open_;
-  metrics_->SetHttpConnections(open_);
+  metrics_->SetOpen(open_);
 }
 
 void ConnectionTable::EnterIdle(ConnectionBase* c) {

@@ -11,7 +11,7 @@
 #include <mutex>
 
 #include "boost/intrusive/list.hpp"
-#include "server/core/metrics.h"
+#include "server/http/connection_metrics.h"
 
 namespace tensorops {
 
@@ -33,8 +33,9 @@ class ConnectionBase : public boost::intrusive::list_base_hook<
 
 class ConnectionTable {
  public:
-  // `metrics` must outlive the table; `max_connections` 0: no cap.
-  ConnectionTable(Metrics* metrics, int64_t max_connections)
+  // `metrics` (RegisterHttpConnections') must outlive the table;
+  // `max_connections` 0: no cap.
+  ConnectionTable(const ConnectionMetrics* metrics, int64_t max_connections)
       : metrics_(metrics), max_connections_(max_connections) {}
 
   // What becomes of a connection just accepted: kOpen, counted (and
@@ -50,12 +51,12 @@ class ConnectionTable {
   void EnterIdle(ConnectionBase* c);
   bool LeaveIdle(ConnectionBase* c);
   // Why the door closed a connection (tensorops_http_connections_closed_total).
-  void Record(Metrics::HttpClose reason) { metrics_->RecordHttpClosed(reason); }
+  void Record(HttpClose reason) { metrics_->RecordClosed(static_cast<int>(reason)); }
 
  private:
   using IdleList = boost::intrusive::list<ConnectionBase>;
 
-  Metrics* const metrics_;
+  const ConnectionMetrics* const metrics_;
   const int64_t max_connections_;
   // std::mutex rather than absl::Mutex so ThreadSanitizer sees it (see
   // kernels/thread_pool.h).

@@ -2,7 +2,9 @@
 
 #include <utility>
 
+#include "server/http/connection_metrics.h"
 #include "server/http/http_transport.h"
+#include "server/http/infer_call.h"
 #include "server/http/json_binding.h"
 #include "server/http/oip_json.h"
 #include "server/http/oip_routes.h"
@@ -38,6 +40,11 @@ HttpProtocol RestProtocol(const OipRoutes* routes) {
 }  // namespace
 
 HttpServer::HttpServer(std::unique_ptr<HttpServerImpl> impl) : impl_(std::move(impl)) {}
+
+void HttpServer::RegisterMetrics(Metrics* metrics) {
+  RegisterInferMethod(metrics);
+  RegisterHttpConnections(metrics);
+}
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(CallPipeline* pipeline,
                                                               OipService* oip,

@@ -39,7 +39,7 @@ class HttpTransport::Impl {
   Impl(CallPipeline* pipeline, HttpProtocol protocol, const Options& options)
       : protocol_(std::move(protocol)),
         options_(options),
-        table_(pipeline->metrics(), options.max_connections),
+        table_(RegisterHttpConnections(pipeline->metrics()), options.max_connections),
         env_{&options_, pipeline, &table_, &protocol_} {}
   ~Impl();
 
@@ -182,7 +182,7 @@ void HttpTransport::Impl::AcceptFailed(const error_code& ec) {
           ::accept4(acceptor_->native_handle(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) break;
       // Before the close: the peer may look at once.
-      table_.Record(Metrics::HttpClose::kNoDescriptors);
+      table_.Record(HttpClose::kNoDescriptors);
       ::close(fd);
     }
     spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);

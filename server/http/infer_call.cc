@@ -33,9 +33,10 @@ struct InferAnswer {
 // reactor's OnDone does.
 class InferCall {
  public:
-  InferCall(CallPipeline* pipeline, const OipService* oip, HttpRequest req, HttpExecutor loop,
-            Reply reply)
+  InferCall(CallPipeline* pipeline, const CallMethod* method, const OipService* oip,
+            HttpRequest req, HttpExecutor loop, Reply reply)
       : pipeline_(pipeline),
+        method_(method),
         oip_(oip),
         req_(std::move(req)),
         loop_(std::move(loop)),
@@ -83,6 +84,7 @@ class InferCall {
   HttpResponse Success();
 
   CallPipeline* const pipeline_;
+  const CallMethod* const method_;
   const OipService* const oip_;
   HttpRequest req_;
   HttpExecutor loop_;  // the connection's loop
@@ -113,13 +115,13 @@ void InferCall::Start(const std::string& model, const std::string& version) {
     return;
   }
   call_context_.emplace(req_.Header("Authorization"), &req_);
-  call_ = std::make_unique<Call>(pipeline_, CallMethod::kRest, &*call_context_,
-                                 [this](const absl::Status& s) {
-                                   status_ = s;
-                                   // Always through the loop's queue: this may run
-                                   // inside RunUnary, which still uses the call.
-                                   loop_([this] { Answer(); });
-                                 });
+  call_ =
+      std::make_unique<Call>(pipeline_, method_, &*call_context_, [this](const absl::Status& s) {
+        status_ = s;
+        // Always through the loop's queue: this may run
+        // inside RunUnary, which still uses the call.
+        loop_([this] { Answer(); });
+      });
   // The body was counted as it arrived: its reservation becomes the
   // call's admission ticket, grown to the call's whole budget.
   call_->HoldReservation(req_.body.TakeReservation());
@@ -195,10 +197,20 @@ HttpResponse InferCall::Success() {
 
 }  // namespace
 
-void StartInferCall(CallPipeline* pipeline, const OipService* oip, HttpRequest request,
-                    HttpExecutor loop, Reply reply, const std::string& model,
+const CallMethod* RegisterInferMethod(Metrics* metrics) {
+  CallMethodSpec spec;
+  spec.name = "REST";
+  spec.bytes = CallBytes::kMessageSizes;  // body and answer sizes
+  // The status behind the HTTP answer, under the key every call's span
+  // has carried it (the gRPC door's).
+  spec.span_code_attribute = "rpc.grpc.status_code";
+  return metrics->AddMethod(spec);
+}
+
+void StartInferCall(CallPipeline* pipeline, const CallMethod* method, const OipService* oip,
+                    HttpRequest request, HttpExecutor loop, Reply reply, const std::string& model,
                     const std::string& version) {
-  (new InferCall(pipeline, oip, std::move(request), std::move(loop), std::move(reply)))
+  (new InferCall(pipeline, method, oip, std::move(request), std::move(loop), std::move(reply)))
       ->Start(model, version);
 }
 

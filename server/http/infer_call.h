@@ -20,11 +20,15 @@
 
 namespace tensorops {
 
-// Runs the infer of `request` on `model` (`version`: empty for any) and
-// answers through `reply`, once, on `loop`. Neither pointer is owned; both
-// must outlive the call.
-void StartInferCall(CallPipeline* pipeline, const OipService* oip, HttpRequest request,
-                    HttpExecutor loop, Reply reply, const std::string& model,
+// The infer's method in the server's metrics (method="REST": body and
+// answer sizes), registered; the same handle however often.
+const CallMethod* RegisterInferMethod(Metrics* metrics);
+
+// Runs the infer of `request` on `model` (`version`: empty for any) as a
+// call of `method` (RegisterInferMethod's) and answers through `reply`,
+// once, on `loop`. No pointer is owned; each must outlive the call.
+void StartInferCall(CallPipeline* pipeline, const CallMethod* method, const OipService* oip,
+                    HttpRequest request, HttpExecutor loop, Reply reply, const std::string& model,
                     const std::string& version);
 
 }  // namespace tensorops

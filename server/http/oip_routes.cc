@@ -66,6 +66,7 @@ std::vector<std::string> Segments(absl::string_view path) {
 struct RouteCall {
   CallPipeline* pipeline;
   OipService* oip;
+  const CallMethod* infer_method;
   HttpRequest request;
   HttpExecutor loop;
   Reply reply;
@@ -166,8 +167,8 @@ void ModelStats(RouteCall& c) {
 }
 
 void Infer(RouteCall& c) {
-  StartInferCall(c.pipeline, c.oip, std::move(c.request), std::move(c.loop), std::move(c.reply),
-                 c.model(), c.version());
+  StartInferCall(c.pipeline, c.infer_method, c.oip, std::move(c.request), std::move(c.loop),
+                 std::move(c.reply), c.model(), c.version());
 }
 
 // GET answers HEAD too (the transport sends the length, no body).
@@ -255,6 +256,7 @@ void OipRoutes::Route(HttpRequest request, HttpExecutor loop, Reply reply) const
   std::optional<std::string> authorization = request.Header("Authorization");
   RouteCall c{pipeline_,
               oip_,
+              infer_method_,
               std::move(request),
               std::move(loop),
               std::move(reply),

@@ -19,14 +19,17 @@
 
 #include "server/core/call.h"
 #include "server/http/http_message.h"
+#include "server/http/infer_call.h"
 #include "server/oip/oip_service.h"
 
 namespace tensorops {
 
 class OipRoutes {
  public:
-  // Neither pointer is owned; both must outlive the routes.
-  OipRoutes(CallPipeline* pipeline, OipService* oip) : pipeline_(pipeline), oip_(oip) {}
+  // Neither pointer is owned; both must outlive the routes. Registers the
+  // infer's method with the pipeline's metrics.
+  OipRoutes(CallPipeline* pipeline, OipService* oip)
+      : pipeline_(pipeline), oip_(oip), infer_method_(RegisterInferMethod(pipeline->metrics())) {}
 
   // The transport's handler (HttpHandler): answers `request` through
   // `reply`, once, on `loop` (an infer's answer comes back through it).
@@ -35,6 +38,7 @@ class OipRoutes {
  private:
   CallPipeline* const pipeline_;
   OipService* const oip_;
+  const CallMethod* const infer_method_;
 };
 
 }  // namespace tensorops

@@ -88,7 +88,8 @@ struct OipShmRegionStatus {
 };
 
 // One model's numbers as the metrics count them, summed over every door
-// (Metrics::OpTotals: core/ links gRPC, so its type stays out of oip/).
+// (Metrics::OpTotals: oip/ stays below core/, so core/'s type stays out of
+// oip/ and the assembly copies one into the other).
 struct OipModelTotals {
   uint64_t success_count = 0;  // calls answered OK
   uint64_t fail_count = 0;     // calls answered with an error

@@ -250,23 +250,23 @@ TEST(ServerOptionsTest, StartRefusesWhatCannotWork) {
   };
   const Row rows[] = {
       {"defaults", [](ServerOptions*) {}, ""},
-      {"negative max_rank", [](ServerOptions* o) { o->limits.max_rank = -1; }, "--max_rank"},
-      {"negative max_stream_bytes", [](ServerOptions* o) { o->limits.max_stream_bytes = -1; },
+      {"negative max_rank", [](ServerOptions* o) { o->call.limits.max_rank = -1; }, "--max_rank"},
+      {"negative max_stream_bytes", [](ServerOptions* o) { o->call.limits.max_stream_bytes = -1; },
        "--max_stream_bytes must be >= 0"},
-      {"tiny chunk", [](ServerOptions* o) { o->limits.stream_chunk_bytes = 4095; },
+      {"tiny chunk", [](ServerOptions* o) { o->call.limits.stream_chunk_bytes = 4095; },
        "--stream_chunk_bytes must be at least 4096"},
       {"message too small for a chunk",
-       [](ServerOptions* o) { o->max_message_bytes = (int64_t{64} << 10) + 4095; },
+       [](ServerOptions* o) { o->grpc.max_message_bytes = (int64_t{64} << 10) + 4095; },
        "--max_message_bytes at least 4096 + 64 KiB"},
-      {"zero http_max_connections", [](ServerOptions* o) { o->http_max_connections = 0; },
+      {"zero http_max_connections", [](ServerOptions* o) { o->http.max_connections = 0; },
        "--http_max_connections must be >= 1 (or -1: derived)"},
       {"zero http_header_timeout",
-       [](ServerOptions* o) { o->http_header_timeout = absl::ZeroDuration(); },
+       [](ServerOptions* o) { o->http.header_timeout = absl::ZeroDuration(); },
        "--http_header_timeout and --http_idle_timeout must be > 0"},
-      {"negative http_min_body_rate", [](ServerOptions* o) { o->http_min_body_rate = -1; },
+      {"negative http_min_body_rate", [](ServerOptions* o) { o->http.min_body_rate = -1; },
        "--http_min_body_rate must be >= 0"},
       {"sub-second http_body_rate_window",
-       [](ServerOptions* o) { o->http_body_rate_window = absl::Milliseconds(500); },
+       [](ServerOptions* o) { o->http.body_rate_window = absl::Milliseconds(500); },
        "--http_body_rate_window must be >= 1s"},
   };
   for (const Row& row : rows) {
@@ -280,24 +280,24 @@ TEST(ServerOptionsTest, StartRefusesWhatCannotWork) {
     }
     EXPECT_EQ(valid.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(std::string(valid.message()), ::testing::HasSubstr(row.message));
-    options.port = 0;
+    options.grpc.port = 0;
     options.metrics_port = -1;
     auto server = TensorOpsServer::Start(options);
     EXPECT_EQ(server.status(), valid);
   }
   // A small message limit alone caps the chunk instead of failing.
   ServerOptions small;
-  small.max_message_bytes = int64_t{1} << 20;
+  small.grpc.max_message_bytes = int64_t{1} << 20;
   EXPECT_TRUE(small.Validate().ok());
   EXPECT_EQ(small.EffectiveStreamChunkBytes(), (int64_t{1} << 20) - (int64_t{64} << 10));
 }
 
 TEST(LimitsServiceTest, TheServerEnforcesItsLimitsOverGrpc) {
   ServerOptions options;
-  options.port = 0;
+  options.grpc.port = 0;
   options.metrics_port = -1;
   options.threads = 1;
-  options.limits.max_tensor_bytes = 64;
+  options.call.limits.max_tensor_bytes = 64;
   auto server = TensorOpsServer::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
   auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*server)->port()),

@@ -48,6 +48,15 @@ class CallTest : public ::testing::Test {
     for (const auto& def : registry_.ops()) names.push_back(def->spec.name);
     metrics_ = std::make_unique<Metrics>(names);
     Metrics* metrics = metrics_.get();
+    // Methods as doors register them (core/ names none of its own).
+    CallMethodSpec spec;
+    spec.name = "Execute";
+    execute_ = metrics->AddMethod(spec);
+    spec.name = "REST";
+    rest_ = metrics->AddMethod(spec);
+    spec.name = "ExecuteStream";
+    spec.bytes = CallBytes::kStreamBytes;
+    execute_stream_ = metrics->AddMethod(spec);
     admission_ = std::make_unique<AdmissionController>(
         max_queue, 1 << 20,
         [metrics](int64_t i, int64_t b, int64_t q) { metrics->SetAdmission(i, b, q); });
@@ -57,8 +66,8 @@ class CallTest : public ::testing::Test {
   }
 
   // A Call whose RPC finish sets `finished_` and notifies `done_`.
-  std::unique_ptr<Call> NewCall(CallMethod method = CallMethod::kExecute) {
-    return std::make_unique<Call>(pipeline_.get(), method, &ctx_,
+  std::unique_ptr<Call> NewCall(const CallMethod* method = nullptr) {
+    return std::make_unique<Call>(pipeline_.get(), method != nullptr ? method : execute_, &ctx_,
                                   [this](const absl::Status& status) {
                                     ++finishes_;
                                     finished_ = status;
@@ -75,6 +84,9 @@ class CallTest : public ::testing::Test {
 
   OpRegistry registry_;
   std::unique_ptr<Metrics> metrics_;
+  const CallMethod* execute_ = nullptr;
+  const CallMethod* execute_stream_ = nullptr;
+  const CallMethod* rest_ = nullptr;
   std::unique_ptr<AdmissionController> admission_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<CallPipeline> pipeline_;
@@ -137,7 +149,7 @@ TEST_F(CallTest, SmallOutputsRunInlineWhenAllowed) {
   for (const int64_t output_bytes : {int64_t{4095}, int64_t{4096}}) {
     SCOPED_TRACE(output_bytes);
     absl::Notification finished;
-    auto call = std::make_unique<Call>(pipeline_.get(), CallMethod::kExecute, &ctx_,
+    auto call = std::make_unique<Call>(pipeline_.get(), execute_, &ctx_,
                                        [&](const absl::Status&) { finished.Notify(); });
     ASSERT_TRUE(call->Admit(1, Queue::kNow).ok());
     std::thread::id kernel_thread;
@@ -155,7 +167,7 @@ TEST_F(CallTest, SmallOutputsRunInlineWhenAllowed) {
 
 TEST_F(CallTest, KernelErrorReachesAfterAndTheRpc) {
   SetUpPipeline(4);
-  std::unique_ptr<Call> call = NewCall(CallMethod::kExecuteStream);
+  std::unique_ptr<Call> call = NewCall(execute_stream_);
   call->SetOp("Reverse", registry_.Find("Reverse"));
   ASSERT_TRUE(call->Admit(64, Queue::kLater).ok());
   ASSERT_TRUE(call->EnterQueue().ok());
@@ -203,11 +215,11 @@ TEST_F(CallTest, RefusedAdmissionIsCountedAndHoldsNothing) {
   {
     std::unique_ptr<Call> first = NewCall();
     ASSERT_TRUE(first->Admit(10, Queue::kNow).ok());
-    Call second(pipeline_.get(), CallMethod::kExecute, &ctx_, [](const absl::Status&) {});
+    Call second(pipeline_.get(), execute_, &ctx_, [](const absl::Status&) {});
     absl::Status s = second.Admit(10, Queue::kNow);
     EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
     EXPECT_EQ(Sample("tensorops_rejected_requests_total", {{"limit", "queue"}}), 1);
-    Call stream(pipeline_.get(), CallMethod::kExecuteStream, &ctx_, [](const absl::Status&) {});
+    Call stream(pipeline_.get(), execute_stream_, &ctx_, [](const absl::Status&) {});
     ASSERT_TRUE(stream.Admit(10, Queue::kLater).ok());
     EXPECT_EQ(stream.EnterQueue().code(), absl::StatusCode::kResourceExhausted);
     EXPECT_EQ(Sample("tensorops_rejected_requests_total", {{"limit", "queue"}}), 2);
@@ -220,7 +232,7 @@ TEST_F(CallTest, RefusedAdmissionIsCountedAndHoldsNothing) {
   EXPECT_EQ(admission_->inflight_bytes(), 0);
   // Closed for a drain: UNAVAILABLE, which is not a limit and not counted.
   admission_->Close();
-  Call late(pipeline_.get(), CallMethod::kExecute, &ctx_, [](const absl::Status&) {});
+  Call late(pipeline_.get(), execute_, &ctx_, [](const absl::Status&) {});
   EXPECT_EQ(late.Admit(10, Queue::kNow).code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(Sample("tensorops_rejected_requests_total", {{"limit", "queue"}}), 2);
   EXPECT_EQ(Sample("tensorops_rejected_requests_total", {{"limit", "inflight_bytes"}}), 0);
@@ -305,8 +317,7 @@ TEST_F(CallTest, QueuedCallIsDroppedPastItsDeadlineOrWhenCancelled) {
     ctx.deadline_ = row.deadline;
     ctx.cancelled_ = row.cancelled;
     absl::Status finished;
-    Call call(pipeline_.get(), CallMethod::kExecute, &ctx,
-              [&](const absl::Status& s) { finished = s; });
+    Call call(pipeline_.get(), execute_, &ctx, [&](const absl::Status& s) { finished = s; });
     ASSERT_TRUE(call.Admit(1, Queue::kNow).ok());
     bool ran = false;
     call.Run(  // 1 byte of output: runs inline, so Finish has run on return
@@ -335,7 +346,7 @@ TEST_F(CallTest, HeldReservationBecomesTheTicketAndIsCountedOnce) {
               absl::StatusCode::kResourceExhausted);
     EXPECT_EQ(Sample("tensorops_rejected_requests_total", {{"limit", "inflight_bytes"}}), 1);
     EXPECT_EQ(admission_->inflight_bytes(), 3000);
-    std::unique_ptr<Call> call = NewCall(CallMethod::kRest);
+    std::unique_ptr<Call> call = NewCall(rest_);
     call->HoldReservation(std::move(reservation));
     // Request (3000, already held) + output: 5000 in all, not 8000.
     ASSERT_TRUE(call->Admit(5000, Queue::kNow).ok());
@@ -350,7 +361,7 @@ TEST_F(CallTest, HeldReservationBecomesTheTicketAndIsCountedOnce) {
     // Refused at admission: the reservation stays the call's until it goes.
     AdmissionTicket reservation;
     ASSERT_TRUE(pipeline_->Reserve(1000, &reservation).ok());
-    Call call(pipeline_.get(), CallMethod::kRest, &ctx_, [](const absl::Status&) {});
+    Call call(pipeline_.get(), rest_, &ctx_, [](const absl::Status&) {});
     call.HoldReservation(std::move(reservation));
     EXPECT_EQ(call.Admit((1 << 20) + 1, Queue::kNow).code(), absl::StatusCode::kResourceExhausted);
     EXPECT_EQ(Sample("tensorops_rejected_requests_total", {{"limit", "inflight_bytes"}}), 2);

@@ -1,6 +1,8 @@
-// server/metrics.cc, checked through what Prometheus actually sees: every
-// test scrapes GET /metrics from the one Exposer of this binary and compares
-// exact sample values.
+// server/core/metrics.cc, checked through what Prometheus actually sees:
+// every test scrapes GET /metrics (server/metrics_http/) from the one Exposer
+// of this binary and compares exact sample values. The doors' rows are
+// registered as the server registers them (GrpcServer::RegisterMetrics,
+// HttpServer::RegisterMetrics), so the whole /metrics is checked.
 //
 // Tests share one Metrics (an Exposer takes ~2 s to shut down after a scrape),
 // so each test records into its own children: Execute -> op "Roll", kernel ->
@@ -26,6 +28,11 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "server/grpc/grpc_metrics.h"
+#include "server/grpc/grpc_server.h"
+#include "server/http/connection_metrics.h"
+#include "server/http/http_server.h"
+#include "server/metrics_http/metrics_http.h"
 #include "tests/harness/http_get.h"
 
 namespace tensorops {
@@ -92,7 +99,13 @@ class MetricsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     metrics_ = new Metrics(kOps);
-    absl::StatusOr<int> port = metrics_->StartHttp("127.0.0.1", 0);
+    GrpcServer::RegisterMetrics(metrics_);
+    HttpServer::RegisterMetrics(metrics_);
+    grpc_ = new GrpcMethods(GrpcMethods::Register(metrics_));
+    grpc_connections_ = RegisterGrpcConnections(metrics_);
+    http_connections_ = RegisterHttpConnections(metrics_);
+    http_ = new MetricsHttpServer(metrics_->registry());
+    absl::StatusOr<int> port = http_->Start("127.0.0.1", 0);
     if (!port.ok()) {
       setup_error_ = port.status();
       return;
@@ -107,6 +120,10 @@ class MetricsTest : public ::testing::Test {
     initial_ = new std::string(*body);
   }
   static void TearDownTestSuite() {
+    delete http_;
+    http_ = nullptr;
+    delete grpc_;
+    grpc_ = nullptr;
     delete metrics_;
     metrics_ = nullptr;
     delete initial_;
@@ -124,12 +141,20 @@ class MetricsTest : public ::testing::Test {
   }
 
   static Metrics* metrics_;
+  static MetricsHttpServer* http_;
+  static GrpcMethods* grpc_;
+  static const ConnectionMetrics* grpc_connections_;
+  static const ConnectionMetrics* http_connections_;
   static int port_;
   static std::string* initial_;
   static absl::Status setup_error_;
 };
 
 Metrics* MetricsTest::metrics_ = nullptr;
+MetricsHttpServer* MetricsTest::http_ = nullptr;
+GrpcMethods* MetricsTest::grpc_ = nullptr;
+const ConnectionMetrics* MetricsTest::grpc_connections_ = nullptr;
+const ConnectionMetrics* MetricsTest::http_connections_ = nullptr;
 int MetricsTest::port_ = 0;
 std::string* MetricsTest::initial_ = nullptr;
 absl::Status MetricsTest::setup_error_;
@@ -276,7 +301,7 @@ TEST_F(MetricsTest, ExecuteCountsByCodeAndObservesDurationAndSizes) {
   const absl::StatusCode codes[] = {absl::StatusCode::kOk, absl::StatusCode::kOk,
                                     absl::StatusCode::kInvalidArgument};
   for (size_t i = 0; i < durations.size(); ++i) {
-    metrics_->RecordCall(CallMethod::kExecute, roll, codes[i], durations[i],
+    metrics_->RecordCall(grpc_->execute, roll, codes[i], durations[i],
                          static_cast<int64_t>(request_bytes[i]),
                          static_cast<int64_t>(response_bytes[i]));
   }
@@ -326,8 +351,7 @@ TEST_F(MetricsTest, UnknownOpNamesAreRecordedAsUnknown) {
   const int unknown = metrics_->OpIndex("NoSuchOp");
   // Drops are shared with another test: compare against a scrape taken first.
   const std::string before = Scrape();
-  metrics_->RecordCall(CallMethod::kExecute, unknown, absl::StatusCode::kNotFound, 0.0009765625, 10,
-                       0);
+  metrics_->RecordCall(grpc_->execute, unknown, absl::StatusCode::kNotFound, 0.0009765625, 10, 0);
   // Never called by the service for unknown ops, but must be harmless.
   metrics_->RecordKernel(unknown, 1.0, 1.0);
   metrics_->RecordDropped(unknown, Metrics::DropReason::kDeadline);
@@ -357,9 +381,8 @@ TEST_F(MetricsTest, UnknownOpNamesAreRecordedAsUnknown) {
 TEST_F(MetricsTest, ExecuteStreamCountsTensorBytesNotMessageSizes) {
   const int reverse = metrics_->OpIndex("Reverse");
   const std::string before = Scrape();
-  metrics_->RecordCall(CallMethod::kExecuteStream, reverse, absl::StatusCode::kOk, 0.5, 3000, 2000);
-  metrics_->RecordCall(CallMethod::kExecuteStream, reverse, absl::StatusCode::kDataLoss, 0.25, 100,
-                       0);
+  metrics_->RecordCall(grpc_->execute_stream, reverse, absl::StatusCode::kOk, 0.5, 3000, 2000);
+  metrics_->RecordCall(grpc_->execute_stream, reverse, absl::StatusCode::kDataLoss, 0.25, 100, 0);
   const std::string body = Scrape();
   EXPECT_EQ(Value(body, "tensorops_requests_total",
                   {{"method", "ExecuteStream"}, {"op", "Reverse"}, {"code", "OK"}}),
@@ -382,13 +405,13 @@ TEST_F(MetricsTest, ExecuteStreamCountsTensorBytesNotMessageSizes) {
                   {{"method", "Execute"}, {"op", "Reverse"}, {"code", "OK"}}),
             Value(before, "tensorops_requests_total",
                   {{"method", "Execute"}, {"op", "Reverse"}, {"code", "OK"}}));
-  EXPECT_STREQ(CallMethodName(CallMethod::kExecuteStream), "ExecuteStream");
-  EXPECT_STREQ(CallMethodName(CallMethod::kExecute), "Execute");
+  EXPECT_EQ(grpc_->execute_stream->name(), "ExecuteStream");
+  EXPECT_EQ(grpc_->execute->name(), "Execute");
 }
 
 TEST_F(MetricsTest, ListOpsIsRecordedUnderOpNone) {
-  metrics_->RecordListOps(absl::StatusCode::kOk, 0.0001220703125);
-  metrics_->RecordListOps(absl::StatusCode::kUnavailable, 0.5);
+  metrics_->RecordCall(grpc_->list_ops, 0, absl::StatusCode::kOk, 0.0001220703125, 0, 0);
+  metrics_->RecordCall(grpc_->list_ops, 0, absl::StatusCode::kUnavailable, 0.5, 0, 0);
   const std::string body = Scrape();
   for (const std::string& code : kCodes) {
     SCOPED_TRACE(code);
@@ -459,7 +482,7 @@ TEST_F(MetricsTest, GaugesHoldTheirValues) {
 }
 
 TEST_F(MetricsTest, HttpConnectionsAndTheirClosingsByReason) {
-  using Close = Metrics::HttpClose;
+  using Close = HttpClose;
   const struct {
     Close reason;
     const char* label;
@@ -474,9 +497,10 @@ TEST_F(MetricsTest, HttpConnectionsAndTheirClosingsByReason) {
   };
   const std::string before = Scrape();
   for (const auto& row : kRows) {
-    for (int i = 0; i < row.times; ++i) metrics_->RecordHttpClosed(row.reason);
+    for (int i = 0; i < row.times; ++i)
+      http_connections_->RecordClosed(static_cast<int>(row.reason));
   }
-  metrics_->SetHttpConnections(448);
+  http_connections_->SetOpen(448);
   const std::string body = Scrape();
   for (const auto& row : kRows) {
     SCOPED_TRACE(row.label);
@@ -486,12 +510,12 @@ TEST_F(MetricsTest, HttpConnectionsAndTheirClosingsByReason) {
               row.times);
   }
   EXPECT_EQ(Value(body, "tensorops_http_connections", {}), 448);
-  metrics_->SetHttpConnections(0);
+  http_connections_->SetOpen(0);
   EXPECT_EQ(Value(Scrape(), "tensorops_http_connections", {}), 0);
 }
 
 TEST_F(MetricsTest, GrpcConnectionsAndTheirRefusalsByReason) {
-  using Refusal = Metrics::ConnectionRefusal;
+  using Refusal = ConnectionRefusal;
   const struct {
     Refusal reason;
     const char* label;
@@ -499,9 +523,10 @@ TEST_F(MetricsTest, GrpcConnectionsAndTheirRefusalsByReason) {
   } kRows[] = {{Refusal::kCap, "cap", 3}, {Refusal::kEmfile, "emfile", 2}};
   const std::string before = Scrape();
   for (const auto& row : kRows) {
-    for (int i = 0; i < row.times; ++i) metrics_->RecordGrpcConnectionRefused(row.reason);
+    for (int i = 0; i < row.times; ++i)
+      grpc_connections_->RecordClosed(static_cast<int>(row.reason));
   }
-  metrics_->SetGrpcConnections(1792);
+  grpc_connections_->SetOpen(1792);
   const std::string body = Scrape();
   for (const auto& row : kRows) {
     SCOPED_TRACE(row.label);
@@ -515,14 +540,15 @@ TEST_F(MetricsTest, GrpcConnectionsAndTheirRefusalsByReason) {
 
 TEST_F(MetricsTest, StartHttpFailuresNameTheAddress) {
   // At most once per Metrics.
-  absl::StatusOr<int> again = metrics_->StartHttp("127.0.0.1", 0);
+  absl::StatusOr<int> again = http_->Start("127.0.0.1", 0);
   EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(again.status().message(), HasSubstr("127.0.0.1:0"));
 
   // The port is taken by this binary's exposer. No scrape, so the second
   // Metrics shuts down quickly.
-  Metrics other({"Roll"});
-  absl::StatusOr<int> taken = other.StartHttp("127.0.0.1", port_);
+  Metrics other_metrics({"Roll"});
+  MetricsHttpServer other(other_metrics.registry());
+  absl::StatusOr<int> taken = other.Start("127.0.0.1", port_);
   ASSERT_FALSE(taken.ok());
   EXPECT_THAT(taken.status().message(), HasSubstr(absl::StrCat("127.0.0.1:", port_)));
 
@@ -536,18 +562,19 @@ TEST_F(MetricsTest, StartHttpFailuresNameTheAddress) {
 // way, so load on the machine does not decide the result.
 TEST(MetricsHttpStopTest, StopsWithinAFractionOfCivetwebsPollRound) {
   for (const char* host : {"127.0.0.1", "0.0.0.0", "localhost"}) {
-    Metrics metrics({"Roll"});
-    absl::StatusOr<int> port = metrics.StartHttp(host, 0);
+    Metrics roll({"Roll"});
+    MetricsHttpServer metrics(roll.registry());
+    absl::StatusOr<int> port = metrics.Start(host, 0);
     ASSERT_TRUE(port.ok()) << host << ": " << port.status();
     ASSERT_TRUE(HttpGet(*port, "/metrics").ok()) << host;
     // Into the listener's poll round, not at its start.
     absl::SleepFor(absl::Milliseconds(200));
     const absl::Time start = absl::Now();
-    metrics.StopHttp();
+    metrics.Stop();
     EXPECT_LT(absl::Now() - start, absl::Milliseconds(1000)) << host;
     // Gone: nothing answers on the port, and a second stop is a no-op.
     EXPECT_FALSE(HttpGet(*port, "/metrics", 2000).ok()) << host;
-    metrics.StopHttp();
+    metrics.Stop();
   }
 }
 

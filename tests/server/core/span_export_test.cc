@@ -22,7 +22,8 @@ SpanRecord Span(absl::string_view op, bool with_stages) {
   SpanRecord s;
   s.SetTrace(TraceContext::Start("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
                                  "congo=t61rcWkgMzE"));
-  s.method = CallMethod::kExecute;
+  s.method = "Execute";
+  s.code_attribute = "rpc.grpc.status_code";
   s.op = std::string(op);
   s.start = absl::FromUnixNanos(1700000000000000000);
   s.end = s.start + absl::Microseconds(300);
