@@ -214,13 +214,17 @@ struct Client::Impl {
     if (!authorization.empty()) ctx->AddMetadata("authorization", authorization);
   }
 
-  // The traceparent an Execute sends: the caller's, or a new trace's.
+  // The traceparent an Execute sends: the caller's, a new trace's when the
+  // caller asked for one, else none ("").
   static std::string Traceparent(const CallOptions& call) {
-    return call.traceparent.empty() ? NewTraceparent() : call.traceparent;
+    if (!call.traceparent.empty()) return call.traceparent;
+    return call.new_trace ? NewTraceparent() : std::string();
   }
-  // Sends `traceparent` (and the caller's tracestate) with the call.
+  // Sends `traceparent` (and the caller's tracestate) with the call; nothing
+  // without a traceparent (a tracestate alone means nothing to a server).
   static void AddTrace(const CallOptions& call, const std::string& traceparent,
                        grpc::ClientContext* ctx) {
+    if (traceparent.empty()) return;
     ctx->AddMetadata("traceparent", traceparent);
     if (!call.tracestate.empty()) ctx->AddMetadata("tracestate", call.tracestate);
   }

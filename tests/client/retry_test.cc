@@ -7,10 +7,6 @@
 //     above it: max_attempts either way;
 //   - RESOURCE_EXHAUSTED is retried by gRPC, unless the server's pushback
 //     (grpc-retry-pushback-ms: -1) says no retry can help.
-#include <grpcpp/generic/async_generic_service.h>
-#include <grpcpp/grpcpp.h>
-
-#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -19,55 +15,25 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tensorops/client.h"
+#include "tests/client/stand_in_server.h"
 
 namespace tensorops {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-class AlwaysRefuses final : public grpc::CallbackGenericService {
- public:
-  AlwaysRefuses(grpc::StatusCode code, std::string pushback)
-      : code_(code), pushback_(std::move(pushback)) {}
-
-  grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* ctx) override {
-    if (ctx->method() == "/tensorops.v1.TensorOps/Execute") ++calls_;
-    if (!pushback_.empty()) ctx->AddTrailingMetadata("grpc-retry-pushback-ms", pushback_);
-    class Reactor final : public grpc::ServerGenericBidiReactor {
-     public:
-      explicit Reactor(grpc::StatusCode code) { Finish(grpc::Status(code, "refused by the test")); }
-      void OnDone() override { delete this; }
-    };
-    return new Reactor(code_);
-  }
-  int calls() const { return calls_.load(); }
-
- private:
-  const grpc::StatusCode code_;
-  const std::string pushback_;
-  std::atomic<int> calls_{0};
-};
-
 class RetryTest : public ::testing::Test {
  protected:
   void Serve(grpc::StatusCode code, std::string pushback = "") {
-    service_ = std::make_unique<AlwaysRefuses>(code, std::move(pushback));
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    builder.RegisterCallbackGenericService(service_.get());
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(server_, nullptr);
-    ASSERT_GT(port_, 0);
-  }
-  void TearDown() override {
-    if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    service_ = std::make_unique<testing::StandInServer>(code, std::move(pushback));
+    ASSERT_TRUE(service_->Start());
   }
 
   // One Roll of `bytes` bytes through a new client; returns its status and
   // sets *ms to how long it took.
   absl::Status Roll(const RetryPolicy& retry, int64_t bytes, double* ms) {
     ClientOptions options;
-    options.target = absl::StrCat("127.0.0.1:", port_);
+    options.target = service_->address();
     options.retry = retry;
     auto client = Client::Create(options);
     if (!client.ok()) return client.status();
@@ -78,9 +44,7 @@ class RetryTest : public ::testing::Test {
     return out.status();
   }
 
-  std::unique_ptr<AlwaysRefuses> service_;
-  std::unique_ptr<grpc::Server> server_;
-  int port_ = 0;
+  std::unique_ptr<testing::StandInServer> service_;
 };
 
 TEST_F(RetryTest, CutAnswersAreResentWithTheBackoff) {
