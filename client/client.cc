@@ -4,12 +4,14 @@
 // retry.cc, sources and sinks in stream_io.cc.
 #include "tensorops/client.h"
 
+#include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/codegen/client_unary_call.h>
 #include <grpcpp/impl/rpc_method.h>
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <random>
 #include <thread>
 #include <utility>
@@ -243,23 +245,77 @@ ExecuteResult Client::Execute(absl::string_view op, const Attrs& attrs,
 void Client::ExecuteAsync(absl::string_view op, const Attrs& attrs,
                           const std::vector<Tensor>& inputs, ExecuteCallback done,
                           const CallOptions& call) const {
-  // Everything the call needs lives here until gRPC runs the completion,
-  // including a reference to the channel and stub.
+  // Everything the call needs lives here until gRPC runs the last attempt's
+  // completion, including a reference to the channel and stub. Its attempts
+  // come one after another (each starts from the previous one's completion
+  // or from the alarm that waits its backoff), so no two threads touch it
+  // at once.
   struct AsyncCall {
     std::shared_ptr<Impl> impl;
-    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientContext> ctx;  // a new one per attempt
     v1::ExecuteRequest request;
     v1::ExecuteResponse response;
     ExecuteCallback done;
-    std::string traceparent;
-    CallOptions call;  // its trace settings (ReadTrace)
+    std::string traceparent;                         // one trace for every attempt
+    CallOptions call;                                // its deadline and trace settings
+    std::chrono::system_clock::time_point deadline;  // one for every attempt
+    int attempt = 0;
+    std::unique_ptr<grpc::Alarm> backoff;  // the wait before a resend
+
+    static void Attempt(AsyncCall* c) {
+      ++c->attempt;
+      c->ctx = std::make_unique<grpc::ClientContext>();
+      c->impl->SetDeadline(c->call, c->ctx.get());
+      if (c->deadline != std::chrono::system_clock::time_point::max()) {
+        c->ctx->set_deadline(c->deadline);
+      }
+      Impl::AddTrace(c->call, c->traceparent, c->ctx.get());
+      c->response.Clear();
+      c->impl->stub->async()->Execute(c->ctx.get(), &c->request, &c->response,
+                                      [c](grpc::Status status) { Done(c, status); });
+    }
+    // A cut answer is resent as the sync call resends it (ResendWait), after
+    // its backoff on a gRPC alarm: no thread sleeps.
+    static void Done(AsyncCall* c, const grpc::Status& status) {
+      Impl::ReadTrace(c->call, c->traceparent, *c->ctx);
+      absl::Status st = FromGrpcStatus(status);
+      if (!st.ok()) {
+        const std::optional<std::chrono::milliseconds> wait =
+            c->impl->ResendWait(st, c->attempt, c->request.ByteSizeLong(), c->deadline);
+        if (wait.has_value()) {
+          c->backoff = std::make_unique<grpc::Alarm>();
+          c->backoff->Set(std::chrono::system_clock::now() + *wait, [c](bool) { Attempt(c); });
+          return;
+        }
+      }
+      std::unique_ptr<AsyncCall> owned(c);
+      // The call may hold the last reference to the channel (the Client was
+      // destroyed while it ran). A channel must not be destroyed on the thread
+      // running its own callback (gRPC then frees its callback queue twice), so
+      // keep the reference here and, if it is the last, drop it on another thread.
+      std::shared_ptr<Impl> impl = std::move(owned->impl);
+      ExecuteCallback cb = std::move(owned->done);
+      if (!st.ok()) {
+        owned.reset();
+        cb(st);
+      } else {
+        ExecuteResult result = DecodeResponse(&owned->response);
+        owned.reset();
+        cb(std::move(result));
+      }
+      if (impl.use_count() == 1) {
+        std::thread([last = std::move(impl)]() mutable { last.reset(); }).detach();
+      }
+    }
   };
   auto* c = new AsyncCall;
   c->impl = impl_;
   c->done = std::move(done);
   c->traceparent = Impl::Traceparent(call);
+  c->call.deadline = call.deadline;
   c->call.tracestate = call.tracestate;
   c->call.trace = call.trace;
+  c->deadline = impl_->CallDeadline(call);
   absl::Status st = impl_->BuildRequest(op, attrs, inputs, {}, &c->request);
   if (!st.ok()) {
     ExecuteCallback cb = std::move(c->done);
@@ -267,30 +323,7 @@ void Client::ExecuteAsync(absl::string_view op, const Attrs& attrs,
     cb(st);
     return;
   }
-  impl_->SetDeadline(call, &c->ctx);
-  Impl::AddTrace(call, c->traceparent, &c->ctx);
-  impl_->stub->async()->Execute(&c->ctx, &c->request, &c->response, [c](grpc::Status status) {
-    std::unique_ptr<AsyncCall> owned(c);
-    Impl::ReadTrace(owned->call, owned->traceparent, owned->ctx);
-    // The call may hold the last reference to the channel (the Client was
-    // destroyed while it ran). A channel must not be destroyed on the thread
-    // running its own callback (gRPC then frees its callback queue twice), so
-    // keep the reference here and, if it is the last, drop it on another thread.
-    std::shared_ptr<Impl> impl = std::move(owned->impl);
-    absl::Status st = FromGrpcStatus(status);
-    ExecuteCallback cb = std::move(owned->done);
-    if (!st.ok()) {
-      owned.reset();
-      cb(st);
-    } else {
-      ExecuteResult result = DecodeResponse(&owned->response);
-      owned.reset();
-      cb(std::move(result));
-    }
-    if (impl.use_count() == 1) {
-      std::thread([last = std::move(impl)]() mutable { last.reset(); }).detach();
-    }
-  });
+  AsyncCall::Attempt(c);
 }
 
 std::future<ExecuteResult> Client::ExecuteFuture(absl::string_view op, const Attrs& attrs,

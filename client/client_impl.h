@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,18 @@ struct Client::Impl {
   // again (after sleeping its backoff): see the definition (retry.cc).
   bool ResendCutAnswer(const absl::Status& st, int attempt, size_t request_bytes,
                        std::chrono::system_clock::time_point deadline) const;
+  // The same decision without the sleep, for calls that must not block
+  // (ExecuteAsync): the backoff to wait before the resend, or nullopt for
+  // none.
+  std::optional<std::chrono::milliseconds> ResendWait(
+      const absl::Status& st, int attempt, size_t request_bytes,
+      std::chrono::system_clock::time_point deadline) const;
+  // The deadline every attempt of `call` shares; time_point::max() for none.
+  std::chrono::system_clock::time_point CallDeadline(const CallOptions& call) const {
+    const std::chrono::milliseconds d = call.deadline.value_or(options.default_deadline);
+    return d.count() > 0 ? std::chrono::system_clock::now() + d
+                         : std::chrono::system_clock::time_point::max();
+  }
 
   // Per-call context: the deadline and, when configured, the bearer token.
   void SetDeadline(const CallOptions& call, grpc::ClientContext* ctx) const {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -54,6 +55,16 @@ std::string ServiceConfigJson(const ClientOptions& options) {
 
 bool Client::Impl::ResendCutAnswer(const absl::Status& st, int attempt, size_t request_bytes,
                                    std::chrono::system_clock::time_point deadline) const {
+  const std::optional<std::chrono::milliseconds> wait =
+      ResendWait(st, attempt, request_bytes, deadline);
+  if (!wait.has_value()) return false;
+  std::this_thread::sleep_for(*wait);
+  return true;
+}
+
+std::optional<std::chrono::milliseconds> Client::Impl::ResendWait(
+    const absl::Status& st, int attempt, size_t request_bytes,
+    std::chrono::system_clock::time_point deadline) const {
   // What gRPC's retries (the policy above) cannot resend, and this SDK can
   // (it holds the request anyway; every op is a pure function of it):
   //  - an answer cut after its first byte, where gRPC's retries stop: a
@@ -70,13 +81,12 @@ bool Client::Impl::ResendCutAnswer(const absl::Status& st, int attempt, size_t r
   const bool cut = st.code() == absl::StatusCode::kUnknown;
   const bool unbuffered = st.code() == absl::StatusCode::kUnavailable &&
                           static_cast<int64_t>(request_bytes) > r.max_buffered_bytes;
-  if (!(cut || unbuffered) || !r.enabled || attempt >= r.max_attempts) return false;
+  if (!(cut || unbuffered) || !r.enabled || attempt >= r.max_attempts) return std::nullopt;
   const auto backoff = r.initial_backoff * std::pow(r.backoff_multiplier, attempt - 1);
   const auto wait = std::min<std::chrono::milliseconds>(
       r.max_backoff, std::chrono::duration_cast<std::chrono::milliseconds>(backoff));
-  if (std::chrono::system_clock::now() + wait >= deadline) return false;
-  std::this_thread::sleep_for(wait);
-  return true;
+  if (std::chrono::system_clock::now() + wait >= deadline) return std::nullopt;
+  return wait;
 }
 
 }  // namespace client_v1

@@ -384,8 +384,9 @@ class TENSOROPS_EXPORT Client {
   // call ends. Always one Execute message (no streaming: use Execute or the
   // typed calls for tensors past the server's message limit). Views in
   // `inputs` may be released when this returns (the request is serialized
-  // before). The Client may be destroyed while calls are in flight; they
-  // still complete.
+  // before). Retries and resends as Execute's (ClientOptions::retry), the
+  // backoff waited without blocking a thread. The Client may be destroyed
+  // while calls are in flight; they still complete.
   void ExecuteAsync(absl::string_view op, const Attrs& attrs, const std::vector<Tensor>& inputs,
                     ExecuteCallback done, const CallOptions& call = {}) const;
   // The same with a future.
