@@ -81,10 +81,11 @@ options:
   --tls_key FILE      PEM private key of --tls_cert
   --token_file FILE   send the bearer token in FILE (one line) with every call
   --traceparent TP    run: continue this W3C trace (00-<trace id>-<span id>-<flags>);
-                      default: a new trace per call
-  --verbose           run: print to stderr the traceparent sent, the server's
-                      traceparent and server-timing, and a failed call's
-                      error details (google.rpc BadRequest, ErrorInfo, RetryInfo)
+                      default: no trace context sent (with --verbose: a new trace)
+  --verbose           run: print to stderr the traceparent sent (a new trace
+                      without --traceparent), the server's traceparent and
+                      server-timing, and a failed call's error details
+                      (google.rpc BadRequest, ErrorInfo, RetryInfo)
   --help              this text
 
 examples:
@@ -488,7 +489,11 @@ struct Reporting {
       bar.emplace(args.progress == "always");
       call.progress = [this](const TransferProgress& p) { bar->Update(p); };
     }
-    if (args.verbose) call.trace = &trace;
+    if (args.verbose) {
+      // A trace to show: the caller's (--traceparent) or a new one.
+      call.trace = &trace;
+      call.new_trace = true;
+    }
   }
   void Done(const Args& args, const absl::Status& status) {
     if (bar.has_value()) bar->Done();

@@ -74,88 +74,101 @@ class Parser {
     if (depth > 32) return Error("nesting deeper than 32");
     SkipSpace();
     if (pos_ >= s_.size()) return Error("unexpected end of input");
-    if (s_[pos_] == '[') {
-      ++pos_;
-      SkipSpace();
-      std::vector<int64_t> first;
-      int64_t count = 0;
-      if (pos_ < s_.size() && s_[pos_] == ']') {
-        ++pos_;
-        *shape = {0};
-        return absl::OkStatus();
-      }
-      while (true) {
-        std::vector<int64_t> sub;
-        absl::Status st = Value(depth + 1, &sub);
-        if (!st.ok()) return st;
-        if (count == 0) {
-          first = sub;
-        } else if (sub != first) {
-          return Error("ragged nesting: rows differ in shape");
-        }
-        ++count;
-        SkipSpace();
-        if (pos_ < s_.size() && s_[pos_] == ',') {
-          ++pos_;
-          continue;
-        }
-        if (pos_ < s_.size() && s_[pos_] == ']') {
-          ++pos_;
-          break;
-        }
-        return Error("expected ',' or ']'");
-      }
-      shape->assign(1, count);
-      shape->insert(shape->end(), first.begin(), first.end());
-      return absl::OkStatus();
-    }
+    if (s_[pos_] == '[') return List(depth, shape);
     shape->clear();
     Leaf leaf;
-    if (s_[pos_] == '"') {
-      leaf.quoted = true;
-      ++pos_;
-      while (true) {
-        if (pos_ >= s_.size()) return Error("unterminated string");
-        char c = s_[pos_++];
-        if (c == '"') break;
-        if (c == '\\') {
-          if (pos_ >= s_.size()) return Error("unterminated string");
-          c = s_[pos_++];
-          switch (c) {
-            case 'n':
-              c = '\n';
-              break;
-            case 't':
-              c = '\t';
-              break;
-            case 'r':
-              c = '\r';
-              break;
-            case 'x': {
-              int v;
-              if (pos_ + 2 > s_.size() || !absl::SimpleHexAtoi(s_.substr(pos_, 2), &v)) {
-                return Error("bad \\x escape");
-              }
-              c = static_cast<char>(v);
-              pos_ += 2;
-              break;
-            }
-            default:
-              break;  // \" \\ and anything else: the character itself
-          }
-        }
-        leaf.text += c;
-      }
-    } else {
-      const size_t start = pos_;
-      while (pos_ < s_.size() && s_[pos_] != ',' && s_[pos_] != ']' && s_[pos_] != '[' &&
-             !absl::ascii_isspace(static_cast<unsigned char>(s_[pos_]))) {
-        ++pos_;
-      }
-      if (pos_ == start) return Error("expected a value");
-      leaf.text = std::string(s_.substr(start, pos_ - start));
-    }
+    absl::Status st = s_[pos_] == '"' ? QuotedLeaf(&leaf) : BareLeaf(&leaf);
+    if (!st.ok()) return st;
     leaves_->push_back(std::move(leaf));
+    return absl::OkStatus();
+  }
+
+  // A '[' list of values, all of one shape; `shape` gets [count, their dims].
+  absl::Status List(int depth, std::vector<int64_t>* shape) {
+    ++pos_;
+    SkipSpace();
+    std::vector<int64_t> first;
+    int64_t count = 0;
+    if (pos_ < s_.size() && s_[pos_] == ']') {
+      ++pos_;
+      *shape = {0};
+      return absl::OkStatus();
+    }
+    while (true) {
+      std::vector<int64_t> sub;
+      absl::Status st = Value(depth + 1, &sub);
+      if (!st.ok()) return st;
+      if (count == 0) {
+        first = sub;
+      } else if (sub != first) {
+        return Error("ragged nesting: rows differ in shape");
+      }
+      ++count;
+      SkipSpace();
+      if (pos_ < s_.size() && s_[pos_] == ',') {
+        ++pos_;
+        continue;
+      }
+      if (pos_ < s_.size() && s_[pos_] == ']') {
+        ++pos_;
+        break;
+      }
+      return Error("expected ',' or ']'");
+    }
+    shape->assign(1, count);
+    shape->insert(shape->end(), first.begin(), first.end());
+    return absl::OkStatus();
+  }
+
+  // A '"' string with \n \t \r \xHH escapes (any other escaped character
+  // is itself).
+  absl::Status QuotedLeaf(Leaf* leaf) {
+    leaf->quoted = true;
+    ++pos_;
+    while (true) {
+      if (pos_ >= s_.size()) return Error("unterminated string");
+      char c = s_[pos_++];
+      if (c == '"') break;
+      if (c == '\\') {
+        if (pos_ >= s_.size()) return Error("unterminated string");
+        c = s_[pos_++];
+        switch (c) {
+          case 'n':
+            c = '\n';
+            break;
+          case 't':
+            c = '\t';
+            break;
+          case 'r':
+            c = '\r';
+            break;
+          case 'x': {
+            int v;
+            if (pos_ + 2 > s_.size() || !absl::SimpleHexAtoi(s_.substr(pos_, 2), &v)) {
+              return Error("bad \\x escape");
+            }
+            c = static_cast<char>(v);
+            pos_ += 2;
+            break;
+          }
+          default:
+            break;  // \" \\ and anything else: the character itself
+        }
+      }
+      leaf->text += c;
+    }
+    return absl::OkStatus();
+  }
+
+  // An unquoted word, up to a separator or space.
+  absl::Status BareLeaf(Leaf* leaf) {
+    const size_t start = pos_;
+    while (pos_ < s_.size() && s_[pos_] != ',' && s_[pos_] != ']' && s_[pos_] != '[' &&
+           !absl::ascii_isspace(static_cast<unsigned char>(s_[pos_]))) {
+      ++pos_;
+    }
+    if (pos_ == start) return Error("expected a value");
+    leaf->text = std::string(s_.substr(start, pos_ - start));
     return absl::OkStatus();
   }
 

@@ -36,13 +36,13 @@
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "server/grpc/flow_window.h"
 #include "server/grpc/grpc_call_context.h"
 #include "server/v1/stream_execution.h"
 #include "wire/crc32.h"
@@ -270,9 +270,7 @@ class ExecuteStreamReactor final : public StreamReactor {
   }
 
   void Enqueue(grpc::ByteBuffer buffer, int64_t bytes) {  // mu_ held
-    queue_.push_back(std::move(buffer));
-    queue_sizes_.push_back(bytes);
-    queued_bytes_ += bytes;
+    window_.Push(std::move(buffer), bytes);
     sent_bytes_ += bytes;
   }
 
@@ -302,20 +300,11 @@ class ExecuteStreamReactor final : public StreamReactor {
   }
 
   // The head of the queue to write now, unless one is in flight.
-  grpc::ByteBuffer* TakeWrite() {  // mu_ held
-    if (writing_ || queue_.empty()) return nullptr;
-    writing_ = true;
-    return &queue_.front();
-  }
+  grpc::ByteBuffer* TakeWrite() { return window_.TakeWrite(); }  // mu_ held
 
-  // Reading waits while the output queued, the input held and one more
-  // chunk of each would pass the window; never with nothing queued, since
-  // only a write's completion resumes it.
+  // Reading waits while the window is full (FlowWindow::Full).
   bool WindowFull() const {  // mu_ held
-    const RequestLimits& limits = pipeline_->limits();
-    return queued_bytes_ > 0 &&
-           queued_bytes_ + exec_->held_bytes() + 2 * limits.stream_chunk_bytes >
-               limits.stream_window_bytes;
+    return window_.Full(exec_->held_bytes(), pipeline_->limits());
   }
 
   // A buffered call's next output chunk, with its CRC, or the trailer.
@@ -422,15 +411,12 @@ class ExecuteStreamReactor final : public StreamReactor {
     absl::Status status;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      writing_ = false;
-      queued_bytes_ -= queue_sizes_.front();
-      queue_.pop_front();
-      queue_sizes_.pop_front();
+      window_.WriteDone();
       if (ended_) return;
       if (!ok) {
         status = absl::CancelledError("the client went away while the output was being sent");
       } else {
-        if (queue_.empty() && sending_buffered_) status = RefillBuffered();
+        if (window_.empty() && sending_buffered_) status = RefillBuffered();
         write = TakeWrite();
         finish = write == nullptr && trailer_queued_;
         if (read_paused_ && !input_done_ && !WindowFull()) {
@@ -469,11 +455,7 @@ class ExecuteStreamReactor final : public StreamReactor {
       sent = sent_bytes_;
       exec_.reset();
       // Unsent chunks go now; the head may be in flight (gRPC holds its slices).
-      while (queue_.size() > (writing_ ? 1u : 0u)) {
-        queued_bytes_ -= queue_sizes_.back();
-        queue_.pop_back();
-        queue_sizes_.pop_back();
-      }
+      window_.DropUnsent();
     }
     call_.Finish(status, received, sent);
   }
@@ -506,19 +488,16 @@ class ExecuteStreamReactor final : public StreamReactor {
   // std::mutex rather than absl::Mutex so ThreadSanitizer sees it (see
   // kernels/thread_pool.h).
   std::mutex mu_;
-  // Messages to write; the head is in flight while writing_.
-  std::deque<grpc::ByteBuffer> queue_;  // guarded by mu_
-  std::deque<int64_t> queue_sizes_;     // guarded by mu_
-  int64_t queued_bytes_ = 0;            // guarded by mu_
-  bool writing_ = false;                // guarded by mu_
-  bool read_paused_ = false;            // guarded by mu_
-  bool input_done_ = false;             // guarded by mu_
-  bool trailer_queued_ = false;         // guarded by mu_
-  bool kernel_running_ = false;         // guarded by mu_
-  bool sending_buffered_ = false;       // guarded by mu_: a buffered call's output
-  bool readmitted_ = false;             // guarded by mu_
-  bool ended_ = false;                  // guarded by mu_
-  absl::Status deferred_;               // guarded by mu_: an end while the kernel ran
+  // Messages to write, one in flight at a time, and the read window.
+  FlowWindow window_;              // guarded by mu_
+  bool read_paused_ = false;       // guarded by mu_
+  bool input_done_ = false;        // guarded by mu_
+  bool trailer_queued_ = false;    // guarded by mu_
+  bool kernel_running_ = false;    // guarded by mu_
+  bool sending_buffered_ = false;  // guarded by mu_: a buffered call's output
+  bool readmitted_ = false;        // guarded by mu_
+  bool ended_ = false;             // guarded by mu_
+  absl::Status deferred_;          // guarded by mu_: an end while the kernel ran
 };
 
 }  // namespace

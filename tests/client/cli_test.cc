@@ -141,7 +141,7 @@ TEST_F(CliTest, VerbosePrintsTraceAndDetails) {
   EXPECT_THAT(r.err, ::testing::ContainsRegex(
                          "tensorops: server-timing queue;dur=[0-9.]+, kernel;dur=[0-9.]+, "
                          "total;dur=[0-9.]+\n"));
-  // A new trace per call without --traceparent; a bad request's field.
+  // --verbose without --traceparent: a new trace per call; a bad request's field.
   r = Shell("tensorops run Roll -v --input '[[1,2],[3,4]]' --input '[1]' --input '[5]'");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err,

@@ -188,9 +188,9 @@ TEST_F(ClientTest, ServerErrorsKeepCodeAndMessage) {
   EXPECT_THAT(bad_attr.status().message(), HasSubstr("sideways"));
 }
 
-// W3C trace context per call (issue 40): the caller's traceparent goes out,
-// the server's comes back with the same trace id, and so does its
-// server-timing; unary, streamed and async alike.
+// W3C trace context per call (issue 40): the caller's traceparent (or a new
+// trace asked for, issue 46) goes out, the server's comes back with the same
+// trace id, and so does its server-timing; unary, streamed and async alike.
 TEST_F(ClientTest, TraceparentOutAndServerTraceBack) {
   constexpr char kParent[] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
   const ::testing::Matcher<std::string> kServerTraceparent =
@@ -218,9 +218,19 @@ TEST_F(ClientTest, TraceparentOutAndServerTraceBack) {
       EXPECT_THAT(trace.server_timing, ::testing::MatchesRegex("total;dur=[0-9.]+"));
     }
   }
-  // No traceparent given: a new trace per call, which the server continues.
-  CallTrace first, second;
+  // No traceparent given: nothing sent (the server's trace is its own; what
+  // reached it: tests/client/sdk_trace_test.cc).
+  CallTrace untraced;
   CallOptions call;
+  call.trace = &untraced;
+  ASSERT_TRUE(
+      client_
+          ->Roll(Tensor(k4x3, {4, 3}), Tensor::Scalar<int64_t>(1), Tensor::Scalar<int64_t>(0), call)
+          .ok());
+  EXPECT_EQ(untraced.traceparent, "");
+  // A new trace asked for: one per call, which the server continues.
+  CallTrace first, second;
+  call.new_trace = true;
   call.trace = &first;
   ASSERT_TRUE(
       client_

@@ -137,7 +137,8 @@ enum class Transport {
 // CallOptions::trace.
 struct CallTrace {
   // The traceparent the SDK sent: CallOptions::traceparent, or the one it
-  // made ("00-<new trace id>-<new span id>-01").
+  // made for CallOptions::new_trace ("00-<new trace id>-<new span id>-01");
+  // "" when it sent none.
   std::string traceparent;
   // The server's traceparent for its span of the call (same trace id, the
   // server's span id); "" when none came (an older server, or the call
@@ -158,12 +159,18 @@ struct CallOptions {
   // Streamed calls only: called on the calling thread after every chunk sent
   // or received (about once per stream_chunk_bytes); must be quick.
   ProgressCallback progress;
-  // W3C trace context of an Execute (and the typed calls, chains, async
-  // calls): the caller's own "traceparent" (and "tracestate") to continue
-  // its trace; empty: the SDK starts a new trace for the call. Sent as is
-  // (a malformed one is ignored by the server, which then starts a trace).
+  // W3C trace context of an Execute (and the typed calls, chains, streamed
+  // and async calls): the caller's own "traceparent" (and "tracestate") to
+  // continue its trace, sent as is (a malformed one is ignored by the
+  // server, which then starts a trace of its own).
   std::string traceparent;
   std::string tracestate;
+  // With no `traceparent`: true starts a new trace for the call (a random
+  // trace id and span id, sampled: "-01"), sent with `tracestate` if set and
+  // reported in trace->traceparent. false (the default): the SDK sends no
+  // trace context at all, so an untraced caller's calls leave no span
+  // whose parent was never recorded.
+  bool new_trace = false;
   // Not null: the SDK writes the call's CallTrace there before the call
   // returns (for ExecuteAsync, before `done` runs). Must outlive the call.
   CallTrace* trace = nullptr;
@@ -377,8 +384,9 @@ class TENSOROPS_EXPORT Client {
   // call ends. Always one Execute message (no streaming: use Execute or the
   // typed calls for tensors past the server's message limit). Views in
   // `inputs` may be released when this returns (the request is serialized
-  // before). The Client may be destroyed while calls are in flight; they
-  // still complete.
+  // before). Retries and resends as Execute's (ClientOptions::retry), the
+  // backoff waited without blocking a thread. The Client may be destroyed
+  // while calls are in flight; they still complete.
   void ExecuteAsync(absl::string_view op, const Attrs& attrs, const std::vector<Tensor>& inputs,
                     ExecuteCallback done, const CallOptions& call = {}) const;
   // The same with a future.

@@ -1,0 +1,50 @@
+// The SDK's own StreamSink for streamed calls that return a Tensor
+// (Client::Impl::ExecuteStream); the public sources and sinks (FileSource,
+// FileSink, CallbackSource, CallbackSink) are in stream_io.cc. Private to the
+// SDK (not under include/).
+#ifndef TENSOROPS_CLIENT_STREAM_IO_H_
+#define TENSOROPS_CLIENT_STREAM_IO_H_
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "client/tensor_access.h"
+#include "kernels/huge_pages.h"
+#include "tensorops/client.h"
+
+namespace tensorops {
+inline namespace client_v1 {
+
+// A streamed call's output into memory that becomes the result Tensor: each
+// piece is copied once, from gRPC's receive slices to its offset.
+// Thread-compatible (StreamSink's contract).
+class BufferSink final : public StreamSink {
+ public:
+  absl::Status Start(DataType dtype, const std::vector<int64_t>& shape, int64_t bytes) override {
+    dtype_ = dtype;
+    shape_ = shape;
+    // Sized at once: a flowing output's chunks land at any offset.
+    data_.resize(static_cast<size_t>(bytes));
+    AdviseHugePages(data_.data(), bytes);
+    return absl::OkStatus();
+  }
+  absl::Status Write(int64_t offset, absl::string_view data) override {
+    std::memcpy(data_.data() + offset, data.data(), data.size());
+    return absl::OkStatus();
+  }
+  void Discard() override { std::string().swap(data_); }
+  Tensor Take() { return TensorAccess::FromRaw(dtype_, std::move(shape_), std::move(data_)); }
+
+ private:
+  DataType dtype_ = DataType::kInvalid;
+  std::vector<int64_t> shape_;
+  std::string data_;
+};
+
+}  // namespace client_v1
+}  // namespace tensorops
+
+#endif  // TENSOROPS_CLIENT_STREAM_IO_H_
