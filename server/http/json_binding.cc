@@ -3,8 +3,10 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/dtype.h"
+#include "kernels/field_path.h"
 #include "kernels/shape.h"
 #include "kernels/status_macros.h"
 #include "rapidjson/document.h"
@@ -34,6 +36,11 @@ constexpr char kShmRegion[] = "shared_memory_region";
 absl::Status Invalid(absl::string_view a, absl::string_view b = "", absl::string_view c = "") {
   return absl::InvalidArgumentError(absl::StrCat(a, b, c));
 }
+// The same about the request field at `path` (kernels/field_path.h).
+absl::Status InvalidAt(absl::string_view path, absl::string_view a, absl::string_view b = "",
+                       absl::string_view c = "") {
+  return InvalidArgumentAt(path, absl::StrCat(a, b, c));
+}
 
 const char* JsonTypeName(const rapidjson::Value& v) {
   if (v.IsNull()) return "null";
@@ -45,8 +52,10 @@ const char* JsonTypeName(const rapidjson::Value& v) {
 }
 
 // One parameters object -> InferParams (views of the document's strings).
-absl::Status ToParams(const rapidjson::Value& obj, absl::string_view what, InferParams* out) {
-  if (!obj.IsObject()) return Invalid(what, ".parameters must be an object");
+// `path`: the parameters object's field path.
+absl::Status ToParams(const rapidjson::Value& obj, absl::string_view what, absl::string_view path,
+                      InferParams* out) {
+  if (!obj.IsObject()) return InvalidAt(path, what, ".parameters must be an object");
   for (auto it = obj.MemberBegin(); it != obj.MemberEnd(); ++it) {
     const absl::string_view key(it->name.GetString(), it->name.GetStringLength());
     const rapidjson::Value& v = it->value;
@@ -67,8 +76,9 @@ absl::Status ToParams(const rapidjson::Value& obj, absl::string_view what, Infer
       p.kind = InferParam::Kind::kString;
       p.string_value = absl::string_view(v.GetString(), v.GetStringLength());
     } else {
-      return Invalid(absl::StrCat(what, ".parameters.", key, " is ", JsonTypeName(v),
-                                  "; parameters are booleans, numbers or strings"));
+      return InvalidAt(absl::StrCat(path, ".", key),
+                       absl::StrCat(what, ".parameters.", key, " is ", JsonTypeName(v),
+                                    "; parameters are booleans, numbers or strings"));
     }
     out->emplace_back(key, p);
   }
@@ -102,6 +112,7 @@ struct JsonInferRequest::Impl {
   bool binary_output_default = false;
   std::vector<std::pair<std::string, bool>> output_binary;  // requested outputs' binary_data
   std::vector<std::string> output_shm;                      // outputs in shared memory
+  std::vector<rapidjson::SizeType> binary_inputs;           // inputs sent as binary blocks
 
   // Parse's steps, in order, each with its own messages.
   // The JSON text into doc, inputs' data diverted into `captured`.
@@ -148,7 +159,7 @@ absl::StatusOr<std::unique_ptr<JsonInferRequest>> JsonInferRequest::Parse(
   rapidjson::Document& doc = impl.doc;
   auto inputs = doc.FindMember("inputs");
   if (inputs == doc.MemberEnd() || !inputs->value.IsArray()) {
-    return Invalid("inputs must be an array of tensors");
+    return InvalidAt("inputs", "inputs must be an array of tensors");
   }
   const rapidjson::Value& ins = inputs->value;
   impl.shapes.resize(ins.Size());
@@ -164,7 +175,7 @@ absl::StatusOr<std::unique_ptr<JsonInferRequest>> JsonInferRequest::Parse(
                                 "Inference-Header-Content-Length or a binary_data_size is wrong"));
   }
   if (auto outputs = doc.FindMember("outputs"); outputs != doc.MemberEnd()) {
-    if (!outputs->value.IsArray()) return Invalid("outputs must be an array");
+    if (!outputs->value.IsArray()) return InvalidAt("outputs", "outputs must be an array");
     for (rapidjson::SizeType i = 0; i < outputs->value.Size(); ++i) {
       RETURN_IF_ERROR(impl.ReadOutput(i, outputs->value[i], &req));
     }
@@ -184,28 +195,29 @@ absl::Status JsonInferRequest::Impl::ReadRequestFields(InferRequest* req_ptr) {
   for (auto it = doc.MemberBegin(); it != doc.MemberEnd(); ++it) {
     const absl::string_view key(it->name.GetString(), it->name.GetStringLength());
     if (key != "id" && key != "parameters" && key != "inputs" && key != "outputs") {
-      return Invalid(absl::StrCat("unknown field '", key,
-                                  "'; a request has id, parameters, inputs and outputs"));
+      return InvalidAt(key, absl::StrCat("unknown field '", key,
+                                         "'; a request has id, parameters, inputs and outputs"));
     }
   }
   if (auto it = doc.FindMember("id"); it != doc.MemberEnd()) {
-    if (!it->value.IsString()) return Invalid("id must be a string");
+    if (!it->value.IsString()) return InvalidAt("id", "id must be a string");
     req.id = absl::string_view(it->value.GetString(), it->value.GetStringLength());
     // The answer echoes it: a \u escape of a lone surrogate (which RapidJSON
     // reads into bytes that are not UTF-8) could not be written back.
     rapidjson::StringBuffer check;
     JsonWriter w(check);
     if (!w.String(req.id.data(), static_cast<rapidjson::SizeType>(req.id.size()))) {
-      return Invalid("id is not valid UTF-8 (a \\u escape of a lone surrogate?)");
+      return InvalidAt("id", "id is not valid UTF-8 (a \\u escape of a lone surrogate?)");
     }
     has_id = true;
   }
   if (auto it = doc.FindMember("parameters"); it != doc.MemberEnd()) {
-    RETURN_IF_ERROR(ToParams(it->value, "request", &req.parameters));
+    RETURN_IF_ERROR(ToParams(it->value, "request", "parameters", &req.parameters));
     for (const auto& [key, p] : req.parameters) {
       if (key == kBinaryDataOutput) {
         if (p.kind != InferParam::Kind::kBool) {
-          return Invalid("request.parameters.binary_data_output must be true or false");
+          return InvalidAt("parameters.binary_data_output",
+                           "request.parameters.binary_data_output must be true or false");
         }
         binary_output_default = p.bool_value;
       }
@@ -218,34 +230,37 @@ absl::Status JsonInferRequest::Impl::ReadInput(rapidjson::SizeType i, const rapi
                                                absl::string_view binary, size_t* binary_at,
                                                const RequestLimits& limits, InferRequest* req) {
   std::string what = absl::StrCat("inputs[", i, "]");
-  if (!t.IsObject()) return Invalid(what, " must be an object");
+  const std::string path = what;
+  if (!t.IsObject()) return InvalidAt(path, what, " must be an object");
   InferInput in;
   auto name = t.FindMember("name");
   if (name == t.MemberEnd() || !name->value.IsString()) {
-    return Invalid(what, ".name must be a string");
+    return InvalidAt(absl::StrCat(path, ".name"), what, ".name must be a string");
   }
   in.name = absl::string_view(name->value.GetString(), name->value.GetStringLength());
   what = absl::StrCat("input '", in.name, "'");
   auto datatype = t.FindMember("datatype");
   if (datatype == t.MemberEnd() || !datatype->value.IsString()) {
-    return Invalid(what, ".datatype must be a string");
+    return InvalidAt(absl::StrCat(path, ".datatype"), what, ".datatype must be a string");
   }
   in.datatype = absl::string_view(datatype->value.GetString(), datatype->value.GetStringLength());
   const DType dtype = DTypeFromOip(in.datatype);
   if (dtype == DType::kInvalid) {
-    return Invalid(
+    return InvalidAt(
+        absl::StrCat(path, ".datatype"),
         absl::StrCat(what, ": datatype '", in.datatype, "' is not one of ", OipDatatypeList(),
                      " (COMPLEX and FLOAT8 tensors are served by tensorops.v1.TensorOps only)"));
   }
   auto shape = t.FindMember("shape");
   if (shape == t.MemberEnd() || !shape->value.IsArray()) {
-    return Invalid(what, ".shape must be an array of integers");
+    return InvalidAt(absl::StrCat(path, ".shape"), what, ".shape must be an array of integers");
   }
   std::vector<int64_t>& dims = shapes[i];
   for (rapidjson::SizeType d = 0; d < shape->value.Size(); ++d) {
     const rapidjson::Value& v = shape->value[d];
     if (!v.IsInt64() || v.GetInt64() < 0) {
-      return Invalid(absl::StrCat(what, ".shape[", d, "] must be an integer >= 0"));
+      return InvalidAt(absl::StrCat(path, ".shape[", d, "]"),
+                       absl::StrCat(what, ".shape[", d, "] must be an integer >= 0"));
     }
     dims.push_back(v.GetInt64());
   }
@@ -254,7 +269,8 @@ absl::Status JsonInferRequest::Impl::ReadInput(rapidjson::SizeType i, const rapi
     const absl::string_view key(m->name.GetString(), m->name.GetStringLength());
     if (key != "name" && key != "datatype" && key != "shape" && key != "parameters" &&
         key != "data") {
-      return Invalid(absl::StrCat(what, ": unknown field '", key, "'"));
+      return InvalidAt(absl::StrCat(path, ".", key),
+                       absl::StrCat(what, ": unknown field '", key, "'"));
     }
   }
   RETURN_IF_ERROR(ReadInputData(i, t, dtype, what, binary, binary_at, limits, &in, req));
@@ -268,16 +284,18 @@ absl::Status JsonInferRequest::Impl::ReadInputData(rapidjson::SizeType i, const 
                                                    const RequestLimits& limits, InferInput* in_ptr,
                                                    InferRequest* req) {
   InferInput& in = *in_ptr;
+  const std::string path = absl::StrCat("inputs[", i, "]");
   const std::vector<int64_t>& dims = shapes[i];
   std::optional<int64_t> binary_size;
   bool in_shm = false;
   if (auto params = t.FindMember("parameters"); params != t.MemberEnd()) {
     InferParams all;
-    RETURN_IF_ERROR(ToParams(params->value, what, &all));
+    RETURN_IF_ERROR(ToParams(params->value, what, absl::StrCat(path, ".parameters"), &all));
     for (auto& [key, p] : all) {
       if (key == kBinaryDataSize) {
         if (p.kind != InferParam::Kind::kInt64 || p.int64_value < 0) {
-          return Invalid(what, ".parameters.binary_data_size must be an integer >= 0");
+          return InvalidAt(absl::StrCat(path, ".parameters.binary_data_size"), what,
+                           ".parameters.binary_data_size must be an integer >= 0");
         }
         binary_size = p.int64_value;
       } else {
@@ -289,45 +307,50 @@ absl::Status JsonInferRequest::Impl::ReadInputData(rapidjson::SizeType i, const 
   auto data = t.FindMember("data");
   const int sources = (data != t.MemberEnd()) + binary_size.has_value() + in_shm;
   if (sources > 1) {
-    return Invalid(what,
-                   " has more than one of data, binary_data_size and "
-                   "shared_memory_region; give exactly one");
+    return InvalidAt(path, what,
+                     " has more than one of data, binary_data_size and "
+                     "shared_memory_region; give exactly one");
   }
   if (binary_size.has_value()) {
     if (static_cast<uint64_t>(*binary_size) > binary.size() - (*binary_at)) {
-      return Invalid(absl::StrCat(what, ": binary_data_size ", *binary_size, " but only ",
-                                  binary.size() - (*binary_at),
-                                  " bytes of binary data are left after the JSON"));
+      return InvalidAt(absl::StrCat(path, ".parameters.binary_data_size"),
+                       absl::StrCat(what, ": binary_data_size ", *binary_size, " but only ",
+                                    binary.size() - (*binary_at),
+                                    " bytes of binary data are left after the JSON"));
     }
     const absl::string_view block = binary.substr((*binary_at), static_cast<size_t>(*binary_size));
     (*binary_at) += block.size();
     if (dtype != DType::kString) {
-      ASSIGN_OR_RETURN(const int64_t need, CheckShape(dtype, dims, what, limits));
+      ASSIGN_OR_RETURN(const int64_t need, AtField(CheckShape(dtype, dims, what, limits), path));
       if (need != *binary_size) {
-        return Invalid(absl::StrCat(what, ": binary_data_size is ", *binary_size, " but shape ",
-                                    ShapeToString(dims), " of ", in.datatype, " needs ", need));
+        return InvalidAt(absl::StrCat(path, ".parameters.binary_data_size"),
+                         absl::StrCat(what, ": binary_data_size is ", *binary_size, " but shape ",
+                                      ShapeToString(dims), " of ", in.datatype, " needs ", need));
       }
     }
     req->raw_inputs.push_back(block);
+    binary_inputs.push_back(i);
   } else if (data != t.MemberEnd()) {
     if (i >= captured.size()) {  // RequestHandler captures every inputs[i].data
       return absl::InternalError(absl::StrCat(what, ": its data was not captured"));
     }
     CapturedData& c = captured[i];
-    if (c.duplicate) return Invalid(what, " has data twice");
+    if (c.duplicate) return InvalidAt(absl::StrCat(path, ".data"), what, " has data twice");
     std::string raw;
     if (c.direct && c.dtype == dtype && c.dims == dims) {
-      RETURN_IF_ERROR(CheckShape(dtype, dims, what, limits).status());
-      if (c.count != c.n) return Invalid(CountError(what, c.count, c.n, dims));
-      RETURN_IF_ERROR(c.first_error);
+      RETURN_IF_ERROR(AtField(CheckShape(dtype, dims, what, limits), path).status());
+      if (c.count != c.n)
+        return InvalidAt(absl::StrCat(path, ".data"), CountError(what, c.count, c.n, dims));
+      RETURN_IF_ERROR(PrefixErrorFieldPath(c.first_error, path));
       raw = std::move(c.raw);
     } else {
-      ASSIGN_OR_RETURN(raw, ConvertData(c, arena, dtype, dims, what, limits));
+      ASSIGN_OR_RETURN(raw, AtField(ConvertData(c, arena, dtype, dims, what, limits), path));
     }
     converted.push_back(std::move(raw));
     req->raw_inputs.push_back(converted.back());
   } else if (!in_shm) {
-    return Invalid(what, " has no data: give data, binary_data_size or shared_memory_region");
+    return InvalidAt(path, what,
+                     " has no data: give data, binary_data_size or shared_memory_region");
   }
   return absl::OkStatus();
 }
@@ -335,17 +358,19 @@ absl::Status JsonInferRequest::Impl::ReadInputData(rapidjson::SizeType i, const 
 absl::Status JsonInferRequest::Impl::ReadOutput(rapidjson::SizeType i, const rapidjson::Value& o,
                                                 InferRequest* req) {
   const std::string what = absl::StrCat("outputs[", i, "]");
-  if (!o.IsObject()) return Invalid(what, " must be an object");
+  const std::string& path = what;
+  if (!o.IsObject()) return InvalidAt(path, what, " must be an object");
   auto name = o.FindMember("name");
   if (name == o.MemberEnd() || !name->value.IsString()) {
-    return Invalid(what, ".name must be a string");
+    return InvalidAt(absl::StrCat(path, ".name"), what, ".name must be a string");
   }
   InferRequestedOutput out;
   out.name = absl::string_view(name->value.GetString(), name->value.GetStringLength());
   for (auto m = o.MemberBegin(); m != o.MemberEnd(); ++m) {
     const absl::string_view key(m->name.GetString(), m->name.GetStringLength());
     if (key != "name" && key != "parameters") {
-      return Invalid(absl::StrCat(what, ": unknown field '", key, "'"));
+      return InvalidAt(absl::StrCat(path, ".", key),
+                       absl::StrCat(what, ": unknown field '", key, "'"));
     }
   }
   const std::string owhat = absl::StrCat("output '", out.name, "'");
@@ -353,11 +378,12 @@ absl::Status JsonInferRequest::Impl::ReadOutput(rapidjson::SizeType i, const rap
   std::optional<bool> binary_data;
   if (auto params = o.FindMember("parameters"); params != o.MemberEnd()) {
     InferParams all;
-    RETURN_IF_ERROR(ToParams(params->value, owhat, &all));
+    RETURN_IF_ERROR(ToParams(params->value, owhat, absl::StrCat(path, ".parameters"), &all));
     for (auto& [key, p] : all) {
       if (key == kBinaryData) {
         if (p.kind != InferParam::Kind::kBool) {
-          return Invalid(owhat, ".parameters.binary_data must be true or false");
+          return InvalidAt(absl::StrCat(path, ".parameters.binary_data"), owhat,
+                           ".parameters.binary_data must be true or false");
         }
         binary_data = p.bool_value;
       } else {
@@ -367,7 +393,8 @@ absl::Status JsonInferRequest::Impl::ReadOutput(rapidjson::SizeType i, const rap
     }
   }
   if (in_shm && binary_data.value_or(false)) {
-    return Invalid(owhat, " has both shared_memory_region and binary_data; use one");
+    return InvalidAt(absl::StrCat(path, ".parameters"), owhat,
+                     " has both shared_memory_region and binary_data; use one");
   }
   if (binary_data.has_value()) output_binary.emplace_back(out.name, *binary_data);
   if (in_shm) output_shm.emplace_back(out.name);
@@ -383,6 +410,17 @@ bool JsonInferRequest::OutputBinary(absl::string_view name) const {
 }
 
 bool JsonInferRequest::has_id() const { return impl_->has_id; }
+
+std::string JsonInferRequest::FieldPath(absl::string_view core_path) const {
+  int64_t i = 0;
+  absl::string_view rest;
+  if (SplitIndexedPath(core_path, "inputs", &i, &rest) && ConsumeDataPath(&rest)) {
+    for (rapidjson::SizeType b : impl_->binary_inputs) {
+      if (b == i) return absl::StrCat("inputs[", i, "].parameters.", kBinaryDataSize);
+    }
+  }
+  return std::string(core_path);
+}
 
 bool JsonInferRequest::OutputInSharedMemory(absl::string_view name) const {
   for (const std::string& n : impl_->output_shm) {

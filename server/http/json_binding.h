@@ -51,6 +51,10 @@ class JsonInferRequest {
   bool OutputInSharedMemory(absl::string_view name) const;
   // Whether the request had an "id" (the answer echoes it).
   bool has_id() const;
+  // An error's field path from the OIP core (server/oip/oip_codec.h) as a
+  // field of this body: an input's data (inputs[i].data[k]) sent as a binary
+  // block is its parameters.binary_data_size; the rest are the body's already.
+  std::string FieldPath(absl::string_view core_path) const;
 
  private:
   struct Impl;

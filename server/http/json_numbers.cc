@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/field_path.h"
 #include "kernels/float_formats.h"
 #include "kernels/shape.h"
 #include "kernels/status_macros.h"
@@ -34,6 +35,13 @@ constexpr unsigned kParseFlags =
 absl::Status Invalid(absl::string_view a, absl::string_view b = "", absl::string_view c = "") {
   return absl::InvalidArgumentError(absl::StrCat(a, b, c));
 }
+// The same about the field at `path`, relative to the input (kernels/field_path.h).
+absl::Status InvalidAt(absl::string_view path, absl::string_view a, absl::string_view b = "",
+                       absl::string_view c = "") {
+  return InvalidArgumentAt(path, absl::StrCat(a, b, c));
+}
+// Element i of an input's data, relative to the input.
+std::string Elem(int64_t i) { return absl::StrCat(".data[", i, "]"); }
 
 const char* JsonTypeName(const JsonElem& e) {
   switch (e.kind) {
@@ -75,7 +83,7 @@ absl::Status PutInteger(const JsonElem& v, absl::string_view what, int64_t i, ch
       if (x < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
           (x > 0 &&
            static_cast<uint64_t>(x) > static_cast<uint64_t>(std::numeric_limits<T>::max()))) {
-        return Invalid(absl::StrCat(what, ".data[", i, "] = ", x, " is out of range"));
+        return InvalidAt(Elem(i), absl::StrCat(what, ".data[", i, "] = ", x, " is out of range"));
       }
       const T t = static_cast<T>(x);
       std::memcpy(dst + i * sizeof(T), &t, sizeof(T));
@@ -84,9 +92,10 @@ absl::Status PutInteger(const JsonElem& v, absl::string_view what, int64_t i, ch
   }
   if (v.kind == JsonElem::Kind::kInt || v.kind == JsonElem::Kind::kUint ||
       v.kind == JsonElem::Kind::kDouble) {
-    return Invalid(absl::StrCat(what, ".data[", i, "] is not an integer in range"));
+    return InvalidAt(Elem(i), absl::StrCat(what, ".data[", i, "] is not an integer in range"));
   }
-  return Invalid(absl::StrCat(what, ".data[", i, "] is ", JsonTypeName(v), ", not an integer"));
+  return InvalidAt(Elem(i),
+                   absl::StrCat(what, ".data[", i, "] is ", JsonTypeName(v), ", not an integer"));
 }
 
 // Element `i` of a non-BYTES `dtype` into the raw buffer `dst`.
@@ -95,8 +104,8 @@ absl::Status PutElement(DType dtype, const JsonElem& v, absl::string_view what, 
   switch (dtype) {
     case DType::kBool:
       if (v.kind != JsonElem::Kind::kBool) {
-        return Invalid(absl::StrCat(what, ".data[", i, "] is ", JsonTypeName(v),
-                                    ", not true or false (BOOL)"));
+        return InvalidAt(Elem(i), absl::StrCat(what, ".data[", i, "] is ", JsonTypeName(v),
+                                               ", not true or false (BOOL)"));
       }
       dst[i] = v.b ? 1 : 0;
       return absl::OkStatus();
@@ -122,7 +131,8 @@ absl::Status PutElement(DType dtype, const JsonElem& v, absl::string_view what, 
     case DType::kBFloat16: {
       if (v.kind != JsonElem::Kind::kInt && v.kind != JsonElem::Kind::kUint &&
           v.kind != JsonElem::Kind::kDouble) {
-        return Invalid(absl::StrCat(what, ".data[", i, "] is ", JsonTypeName(v), ", not a number"));
+        return InvalidAt(
+            Elem(i), absl::StrCat(what, ".data[", i, "] is ", JsonTypeName(v), ", not a number"));
       }
       const double d = AsDouble(v);
       if (dtype == DType::kFloat32) {
@@ -137,7 +147,7 @@ absl::Status PutElement(DType dtype, const JsonElem& v, absl::string_view what, 
       return absl::OkStatus();
     }
     default:
-      return Invalid(what, ": this datatype has no JSON form");
+      return InvalidAt(".datatype", what, ": this datatype has no JSON form");
   }
 }
 
@@ -581,7 +591,7 @@ absl::StatusOr<std::string> ConvertData(const CapturedData& data, const std::str
   const int64_t n = ElementCount(dims);
   const std::vector<JsonElem>& elems = data.elems;
   if (static_cast<int64_t>(elems.size()) != n) {
-    return Invalid(CountError(what, static_cast<int64_t>(elems.size()), n, dims));
+    return InvalidAt(".data", CountError(what, static_cast<int64_t>(elems.size()), n, dims));
   }
   std::string out;
   if (dtype == DType::kString) {
@@ -589,8 +599,8 @@ absl::StatusOr<std::string> ConvertData(const CapturedData& data, const std::str
     for (int64_t i = 0; i < n; ++i) {
       const JsonElem& v = elems[i];
       if (v.kind != JsonElem::Kind::kString) {
-        return Invalid(
-            absl::StrCat(what, ".data[", i, "] is ", JsonTypeName(v), ", not a string (BYTES)"));
+        return InvalidAt(Elem(i), absl::StrCat(what, ".data[", i, "] is ", JsonTypeName(v),
+                                               ", not a string (BYTES)"));
       }
       total += 4 + v.len;
     }

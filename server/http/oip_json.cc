@@ -91,7 +91,7 @@ std::string ErrorJson(absl::string_view message) {
 
 std::string ErrorJson(const absl::Status& status) {
   std::string json = ErrorJson(status.message());
-  const std::string details = StatusDetailsJson(WithDerivedBadRequest(status));
+  const std::string details = StatusDetailsJson(WithBadRequest(status));
   if (details.empty()) return json;
   json.pop_back();  // the closing '}'
   absl::StrAppend(&json, ",\"details\":", details, "}");
