@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/field_path.h"
 #include "kernels/shape.h"
 
 namespace tensorops {
@@ -13,8 +14,9 @@ constexpr double kMaxExactInt = 9007199254740992.0;  // 2^53
 
 absl::Status WrongKind(absl::string_view op, absl::string_view name, absl::string_view want,
                        const AttrValue& got) {
-  return absl::InvalidArgumentError(absl::StrCat(op, ": attribute '", name, "' must be ", want,
-                                                 ", got a ", AttrKindName(got.kind)));
+  return InvalidArgumentAt(absl::StrCat("attrs.", name),
+                           absl::StrCat(op, ": attribute '", name, "' must be ", want, ", got a ",
+                                        AttrKindName(got.kind)));
 }
 
 }  // namespace
@@ -42,17 +44,20 @@ absl::StatusOr<int64_t> GetIntAttr(const Attrs& attrs, absl::string_view op, abs
   auto it = attrs.find(name);
   if (it == attrs.end()) {
     if (default_value.has_value()) return *default_value;
-    return absl::InvalidArgumentError(absl::StrCat(op, ": attribute '", name, "' is required"));
+    return InvalidArgumentAt(absl::StrCat("attrs.", name),
+                             absl::StrCat(op, ": attribute '", name, "' is required"));
   }
   const AttrValue& v = it->second;
   if (v.kind != AttrValue::Kind::kNumber) return WrongKind(op, name, "an integer", v);
   if (!std::isfinite(v.number) || std::trunc(v.number) != v.number) {
-    return absl::InvalidArgumentError(
+    return InvalidArgumentAt(
+        absl::StrCat("attrs.", name),
         absl::StrCat(op, ": attribute '", name, "' = ", v.number, " must be a whole number"));
   }
   if (std::fabs(v.number) > kMaxExactInt) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": attribute '", name, "' = ", v.number,
-                                                   " is out of range [-2^53, 2^53]"));
+    return InvalidArgumentAt(absl::StrCat("attrs.", name),
+                             absl::StrCat(op, ": attribute '", name, "' = ", v.number,
+                                          " is out of range [-2^53, 2^53]"));
   }
   return static_cast<int64_t>(v.number);
 }
@@ -63,7 +68,8 @@ absl::StatusOr<std::string> GetStringAttr(const Attrs& attrs, absl::string_view 
   auto it = attrs.find(name);
   if (it == attrs.end()) {
     if (default_value.has_value()) return *default_value;
-    return absl::InvalidArgumentError(absl::StrCat(op, ": attribute '", name, "' is required"));
+    return InvalidArgumentAt(absl::StrCat("attrs.", name),
+                             absl::StrCat(op, ": attribute '", name, "' is required"));
   }
   if (it->second.kind != AttrValue::Kind::kString)
     return WrongKind(op, name, "a string", it->second);

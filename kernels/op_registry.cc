@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "kernels/chain_plan.h"
+#include "kernels/field_path.h"
 #include "kernels/shape.h"
 #include "kernels/status_macros.h"
 
@@ -37,9 +38,9 @@ absl::Status CheckAgainstSpec(const OpSpec& spec, absl::Span<const TensorView> i
   if (inputs.size() != spec.inputs.size()) {
     std::vector<std::string> names;
     for (const InputSpec& in : spec.inputs) names.push_back(in.name);
-    return absl::InvalidArgumentError(absl::StrCat(spec.name, ": expects ", spec.inputs.size(),
-                                                   " inputs (", absl::StrJoin(names, ", "),
-                                                   "), got ", inputs.size()));
+    return InvalidArgumentAt("inputs",
+                             absl::StrCat(spec.name, ": expects ", spec.inputs.size(), " inputs (",
+                                          absl::StrJoin(names, ", "), "), got ", inputs.size()));
   }
   for (const auto& [name, value] : attrs) {
     bool known = false;
@@ -47,7 +48,8 @@ absl::Status CheckAgainstSpec(const OpSpec& spec, absl::Span<const TensorView> i
     if (!known) {
       std::vector<std::string> names;
       for (const AttrSpec& a : spec.attrs) names.push_back(a.name);
-      return absl::InvalidArgumentError(
+      return InvalidArgumentAt(
+          absl::StrCat("attrs.", name),
           absl::StrCat(spec.name, ": unknown attribute ", BoundedQuote(name),
                        "; accepted: ", names.empty() ? "none" : absl::StrJoin(names, ", ")));
     }
@@ -58,9 +60,10 @@ absl::Status CheckAgainstSpec(const OpSpec& spec, absl::Span<const TensorView> i
     bool allowed = false;
     for (DType d : in.types) allowed = allowed || d == t.dtype;
     if (!allowed) {
-      return absl::InvalidArgumentError(absl::StrCat(spec.name, ": input '", in.name, "' (inputs[",
-                                                     i, "]) has type ", DTypeName(t.dtype),
-                                                     "; allowed: ", TypeList(in.types)));
+      return InvalidArgumentAt(
+          absl::StrCat("inputs[", i, "].dtype"),
+          absl::StrCat(spec.name, ": input '", in.name, "' (inputs[", i, "]) has type ",
+                       DTypeName(t.dtype), "; allowed: ", TypeList(in.types)));
     }
     const int64_t rank = t.rank();
     if (rank < in.min_rank || (in.max_rank >= 0 && rank > in.max_rank)) {
@@ -68,7 +71,8 @@ absl::Status CheckAgainstSpec(const OpSpec& spec, absl::Span<const TensorView> i
                          : in.min_rank == in.max_rank
                              ? absl::StrCat("exactly ", in.min_rank)
                              : absl::StrCat("between ", in.min_rank, " and ", in.max_rank);
-      return absl::InvalidArgumentError(
+      return InvalidArgumentAt(
+          absl::StrCat("inputs[", i, "].shape"),
           absl::StrCat(spec.name, ": input '", in.name, "' (inputs[", i, "]) has rank ", rank,
                        " (shape ", ShapeToString(t.shape), "); its rank must be ", want));
     }
@@ -114,7 +118,7 @@ absl::StatusOr<const OpDef*> OpRegistry::CheckCall(absl::string_view op,
                                                    absl::Span<const TensorView> inputs,
                                                    const Attrs& attrs) const {
   if (op.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("op is empty; known ops: ", KnownOps(ops_)));
+    return InvalidArgumentAt("op", absl::StrCat("op is empty; known ops: ", KnownOps(ops_)));
   }
   const OpDef* def = Find(op);
   if (def == nullptr) {
@@ -153,8 +157,22 @@ absl::StatusOr<PreparedOp> OpRegistry::Prepare(absl::string_view op,
 
 namespace {
 
+// A step's field path from its op's: the step's own inputs follow the
+// chained data (the op's inputs[0], no field of the request: the step itself
+// is named), its attrs and op are the step's.
+std::string StepFieldPath(size_t i, absl::string_view op_path) {
+  const std::string step = absl::StrCat("then[", i, "]");
+  int64_t input = 0;
+  absl::string_view rest;
+  if (op_path.empty()) return step;
+  if (SplitIndexedPath(op_path, "inputs", &input, &rest)) {
+    return input == 0 ? step : absl::StrCat(step, ".inputs[", input - 1, "]", rest);
+  }
+  return absl::StrCat(step, ".", op_path);
+}
+
 // "then[2] (Roll): " before a step's error; the op's own "Roll: " prefix
-// goes, since the step already names it.
+// goes, since the step already names it. Its field path becomes the step's.
 absl::Status InStep(size_t i, const OpDef* def, const absl::Status& s) {
   absl::string_view msg = s.message();
   std::string where = absl::StrCat("then[", i, "]");
@@ -162,15 +180,16 @@ absl::Status InStep(size_t i, const OpDef* def, const absl::Status& s) {
     absl::ConsumePrefix(&msg, absl::StrCat(def->spec.name, ": "));
     absl::StrAppend(&where, " (", def->spec.name, ")");
   }
-  return absl::Status(s.code(), absl::StrCat(where, ": ", msg));
+  return WithErrorFieldPath(absl::Status(s.code(), absl::StrCat(where, ": ", msg)),
+                            StepFieldPath(i, ErrorFieldPath(s).value_or("")));
 }
 
 }  // namespace
 
 absl::Status CheckChainLength(int64_t steps) {
   if (steps <= kMaxChainSteps) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("then has ", steps, " steps; a chain has at most ",
-                                                 kMaxChainSteps, " after its first op"));
+  return InvalidArgumentAt("then", absl::StrCat("then has ", steps, " steps; a chain has at most ",
+                                                kMaxChainSteps, " after its first op"));
 }
 
 absl::StatusOr<std::vector<Movement>> OpRegistry::CheckChain(

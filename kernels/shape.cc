@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kernels/field_path.h"
 
 namespace tensorops {
 
@@ -11,8 +12,8 @@ absl::StatusOr<int64_t> CheckedNumElements(absl::Span<const int64_t> dims, absl:
   // Check every dim for sign first: a zero dim must not hide a negative one.
   for (size_t i = 0; i < dims.size(); ++i) {
     if (dims[i] < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, "[", i, "] = ", dims[i], " is negative"));
+      return InvalidArgumentAt(absl::StrCat("[", i, "]"),
+                               absl::StrCat(what, "[", i, "] = ", dims[i], " is negative"));
     }
   }
   int64_t n = 1;
@@ -21,8 +22,8 @@ absl::StatusOr<int64_t> CheckedNumElements(absl::Span<const int64_t> dims, absl:
   }
   for (size_t i = 0; i < dims.size(); ++i) {
     if (n > std::numeric_limits<int64_t>::max() / dims[i]) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " ", ShapeToString(dims), " has more elements than fit in int64"));
+      return InvalidArgumentAt(
+          "", absl::StrCat(what, " ", ShapeToString(dims), " has more elements than fit in int64"));
     }
     n *= dims[i];
   }
@@ -34,8 +35,8 @@ absl::StatusOr<int64_t> CheckedByteSize(absl::Span<const int64_t> dims, int64_t 
   auto n = CheckedNumElements(dims, what);
   if (!n.ok()) return n.status();
   if (width > 0 && *n > std::numeric_limits<int64_t>::max() / width) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " ", ShapeToString(dims),
-                                                   " has a byte size that does not fit in int64"));
+    return InvalidArgumentAt("", absl::StrCat(what, " ", ShapeToString(dims),
+                                              " has a byte size that does not fit in int64"));
   }
   return *n * width;
 }
@@ -53,11 +54,11 @@ Shape RowMajorStrides(const Shape& shape) {
 absl::StatusOr<int64_t> NormalizeAxis(int64_t axis, int64_t rank, absl::string_view what) {
   if (axis < -rank || axis >= rank) {
     if (rank == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " = ", axis, " is out of range: data of rank 0 has no axes"));
+      return InvalidArgumentAt(
+          "", absl::StrCat(what, " = ", axis, " is out of range: data of rank 0 has no axes"));
     }
-    return absl::InvalidArgumentError(absl::StrCat(what, " = ", axis, " is out of range [", -rank,
-                                                   ", ", rank - 1, "] for data of rank ", rank));
+    return InvalidArgumentAt("", absl::StrCat(what, " = ", axis, " is out of range [", -rank, ", ",
+                                              rank - 1, "] for data of rank ", rank));
   }
   return axis < 0 ? axis + rank : axis;
 }

@@ -14,7 +14,9 @@
 namespace tensorops {
 
 // Element count of `dims`, rejecting negative dims and int64 overflow.
-// `what` names the shape in messages, e.g. "inputs[0].shape".
+// `what` names the shape in messages, e.g. "inputs[0].shape"; the error's
+// field path (kernels/field_path.h) is relative to the shape: "[i]" for a
+// negative dim, "" for the whole.
 absl::StatusOr<int64_t> CheckedNumElements(absl::Span<const int64_t> dims, absl::string_view what);
 // Byte size of `dims` elements of `width` bytes, with the same checks.
 absl::StatusOr<int64_t> CheckedByteSize(absl::Span<const int64_t> dims, int64_t width,
@@ -24,7 +26,8 @@ absl::StatusOr<int64_t> CheckedByteSize(absl::Span<const int64_t> dims, int64_t 
 Shape RowMajorStrides(const Shape& shape);
 
 // Maps `axis` in [-rank, rank-1] to [0, rank-1]; otherwise INVALID_ARGUMENT
-// "<what> = 3 is out of range [-3, 2] for data of rank 3".
+// "<what> = 3 is out of range [-3, 2] for data of rank 3", its field path ""
+// (the caller's axis value).
 absl::StatusOr<int64_t> NormalizeAxis(int64_t axis, int64_t rank, absl::string_view what);
 
 // "[2,3,4]"

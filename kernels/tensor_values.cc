@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/field_path.h"
 #include "kernels/float_formats.h"
 
 namespace tensorops {
@@ -68,14 +69,15 @@ absl::StatusOr<std::vector<int64_t>> ReadIntegers(const TensorView& t, absl::str
       case DType::kUInt64: {
         const uint64_t v = Load<uint64_t>(t, i);
         if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-          return absl::InvalidArgumentError(absl::StrCat(what, "[", i, "] = ", v, " is too large"));
+          return InvalidArgumentAt(absl::StrCat(".data[", i, "]"),
+                                   absl::StrCat(what, "[", i, "] = ", v, " is too large"));
         }
         out[i] = static_cast<int64_t>(v);
         break;
       }
       default:
-        return absl::InvalidArgumentError(
-            absl::StrCat(what, " must have an integer type, got ", DTypeName(t.dtype)));
+        return InvalidArgumentAt(
+            ".dtype", absl::StrCat(what, " must have an integer type, got ", DTypeName(t.dtype)));
     }
   }
   return out;
@@ -84,7 +86,8 @@ absl::StatusOr<std::vector<int64_t>> ReadIntegers(const TensorView& t, absl::str
 absl::StatusOr<std::vector<int64_t>> ReadWholeNumbers(const TensorView& t, absl::string_view what) {
   if (IsIntegerDType(t.dtype)) return ReadIntegers(t, what);
   if (!IsFloatingDType(t.dtype)) {
-    return absl::InvalidArgumentError(
+    return InvalidArgumentAt(
+        ".dtype",
         absl::StrCat(what, " must have an integer or floating type, got ", DTypeName(t.dtype)));
   }
   const int64_t n = t.num_elements();
@@ -92,12 +95,13 @@ absl::StatusOr<std::vector<int64_t>> ReadWholeNumbers(const TensorView& t, absl:
   for (int64_t i = 0; i < n; ++i) {
     const double v = LoadFloating(t, i);
     if (!std::isfinite(v) || std::trunc(v) != v) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, "[", i, "] = ", v, " is not a whole number"));
+      return InvalidArgumentAt(absl::StrCat(".data[", i, "]"),
+                               absl::StrCat(what, "[", i, "] = ", v, " is not a whole number"));
     }
     // 2^63 is the first double past int64's range.
     if (std::fabs(v) >= 9223372036854775808.0) {
-      return absl::InvalidArgumentError(absl::StrCat(what, "[", i, "] = ", v, " is too large"));
+      return InvalidArgumentAt(absl::StrCat(".data[", i, "]"),
+                               absl::StrCat(what, "[", i, "] = ", v, " is too large"));
     }
     out[i] = static_cast<int64_t>(v);
   }

@@ -12,6 +12,9 @@
 
 namespace tensorops {
 
+// Errors' field paths (kernels/field_path.h) are relative to the tensor:
+// ".data[i]" for an element, ".dtype" for its type.
+
 // Elements of an integer tensor (INT8..INT64, UINT8..UINT64) as int64.
 // A UINT64 value above INT64_MAX is INVALID_ARGUMENT "<what>[i] = v is too large".
 absl::StatusOr<std::vector<int64_t>> ReadIntegers(const TensorView& t, absl::string_view what);

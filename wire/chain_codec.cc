@@ -4,9 +4,12 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
 #include "google/protobuf/util/json_util.h"
+#include "kernels/field_path.h"
 #include "kernels/status_macros.h"
 #include "wire/attrs_codec.h"
 
@@ -23,7 +26,7 @@ absl::StatusOr<std::vector<ChainStep>> DecodeChain(
     out[s].attrs = DecodeAttrs(step.attrs());
     for (int i = 0; i < step.inputs_size(); ++i) {
       const std::string what = absl::StrCat("then[", s, "].inputs[", i, "]");
-      ASSIGN_OR_RETURN(DecodedTensor t, DecodeTensor(step.inputs(i), what, &limits));
+      ASSIGN_OR_RETURN(DecodedTensor t, AtField(DecodeTensor(step.inputs(i), what, &limits), what));
       const int64_t bytes = DecodedBytes(t.view);
       if (bytes > limits.max_request_bytes - *request_bytes) {
         return absl::ResourceExhaustedError(absl::StrCat(
@@ -36,6 +39,26 @@ absl::StatusOr<std::vector<ChainStep>> DecodeChain(
     }
   }
   return out;
+}
+
+std::string ExecuteFieldPath(const google::protobuf::RepeatedPtrField<v1::Tensor>& inputs,
+                             const google::protobuf::RepeatedPtrField<v1::Step>& then,
+                             absl::string_view op_path) {
+  int64_t i = 0, s = 0;
+  absl::string_view rest;
+  if (SplitIndexedPath(op_path, "inputs", &i, &rest) && i < inputs.size()) {
+    return absl::StrCat("inputs[", i, "]", TensorFieldPath(inputs.Get(static_cast<int>(i)), rest));
+  }
+  absl::string_view step_rest;
+  if (SplitIndexedPath(op_path, "then", &s, &step_rest) && s < then.size() &&
+      absl::ConsumePrefix(&step_rest, ".") && SplitIndexedPath(step_rest, "inputs", &i, &rest)) {
+    const v1::Step& step = then.Get(static_cast<int>(s));
+    if (i < step.inputs_size()) {
+      return absl::StrCat("then[", s, "].inputs[", i, "]",
+                          TensorFieldPath(step.inputs(static_cast<int>(i)), rest));
+    }
+  }
+  return std::string(op_path);
 }
 
 absl::StatusOr<google::protobuf::RepeatedPtrField<v1::Step>> ParseChainJson(

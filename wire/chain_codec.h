@@ -8,6 +8,7 @@
 #define TENSOROPS_WIRE_CHAIN_CODEC_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -29,6 +30,15 @@ namespace tensorops {
 absl::StatusOr<std::vector<ChainStep>> DecodeChain(
     const google::protobuf::RepeatedPtrField<v1::Step>& steps, const RequestLimits& limits,
     int64_t* request_bytes, std::vector<DecodedTensor>* owned);
+
+// An error's field path in the kernels' op vocabulary (kernels/field_path.h)
+// as the field of a request whose first op's inputs are `inputs` and whose
+// chain is `then` (ExecuteRequest's): inputs[i] and then[s].inputs[j] name
+// the data field their tensor sets (TensorFieldPath: ".data[3]" becomes
+// ".int64_data[3]"); attrs, op and then[s] paths are the request's already.
+std::string ExecuteFieldPath(const google::protobuf::RepeatedPtrField<v1::Tensor>& inputs,
+                             const google::protobuf::RepeatedPtrField<v1::Step>& then,
+                             absl::string_view op_path);
 
 // Parses a chain written as JSON, a JSON array of Steps in the proto3 JSON
 // mapping (the Open Inference Protocol's `then` parameter), e.g.

@@ -60,7 +60,7 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   }
   // INVALID_ARGUMENT gets its google.rpc.BadRequest here, at the edge.
   return grpc::Status(static_cast<grpc::StatusCode>(code), std::string(status.message()),
-                      EncodeStatusDetails(WithDerivedBadRequest(status)));
+                      EncodeStatusDetails(WithBadRequest(status)));
 }
 
 grpc::Status ToGrpcStatus(const absl::Status& status, grpc::ServerContextBase* ctx) {

@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <utility>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -12,6 +11,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
+#include "kernels/field_path.h"
 
 namespace tensorops {
 namespace {
@@ -41,72 +41,6 @@ std::string AsciiOnly(absl::string_view text) {
   std::string out(text);
   for (char& c : out) {
     if (static_cast<unsigned char>(c) >= 0x80) c = '?';
-  }
-  return out;
-}
-
-bool IsIdentStart(char c) { return absl::ascii_isalpha(c) || c == '_'; }
-bool IsIdentChar(char c) { return absl::ascii_isalnum(c) || c == '_'; }
-
-// The length of the field path at the start of `s`: an identifier, then any
-// of "[digits]" and ".identifier"; 0 when `s` starts with none.
-size_t PathLength(absl::string_view s) {
-  if (s.empty() || !IsIdentStart(s[0])) return 0;
-  size_t n = 1;
-  while (n < s.size() && IsIdentChar(s[n])) ++n;
-  while (n < s.size()) {
-    if (s[n] == '[') {
-      size_t m = n + 1;
-      while (m < s.size() && absl::ascii_isdigit(s[m])) ++m;
-      if (m == n + 1 || m >= s.size() || s[m] != ']') break;
-      n = m + 1;
-    } else if (s[n] == '.' && n + 1 < s.size() && IsIdentStart(s[n + 1])) {
-      n += 2;
-      while (n < s.size() && IsIdentChar(s[n])) ++n;
-    } else {
-      break;
-    }
-  }
-  return n;
-}
-
-// The first word of `s` outside quotes that is a path with an index or a
-// dot; "" if none.
-absl::string_view FirstIndexedPath(absl::string_view s) {
-  bool quoted = false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\'') quoted = !quoted;
-    if (quoted || (i > 0 && IsIdentChar(s[i - 1]))) continue;
-    const size_t n = PathLength(s.substr(i));
-    if (n == 0) continue;
-    const absl::string_view path = s.substr(i, n);
-    if (path.find_first_of("[.") != absl::string_view::npos) return path;
-    i += n - 1;
-  }
-  return "";
-}
-
-// The earliest named form ("attribute 'x'" and the like) as its path, or "".
-std::string FirstNamedPath(absl::string_view s, bool attributes_only) {
-  struct Form {
-    absl::string_view words;
-    absl::string_view path;
-  };
-  static constexpr Form kForms[] = {{"attribute '", "attrs."},
-                                    {"parameter '", "parameters."},
-                                    {"input '", "inputs."},
-                                    {"output '", "outputs."}};
-  size_t best = absl::string_view::npos;
-  std::string out;
-  for (const Form& form : kForms) {
-    if (attributes_only && form.path != "attrs.") continue;
-    const size_t at = s.find(form.words);
-    if (at == absl::string_view::npos || at >= best) continue;
-    const size_t name_at = at + form.words.size();
-    const size_t end = s.find('\'', name_at);
-    if (end == absl::string_view::npos) continue;
-    best = at;
-    out = absl::StrCat(form.path, s.substr(name_at, end - name_at));
   }
   return out;
 }
@@ -166,36 +100,12 @@ std::vector<FieldViolation> FieldViolations(const absl::Status& status) {
   return out;
 }
 
-std::string FieldPathOf(absl::string_view message) {
-  // A chain step's error: "then[2] (Roll): <the op's own message>".
-  if (absl::StartsWith(message, "then[")) {
-    const size_t n = PathLength(message);
-    const absl::string_view step = message.substr(0, n);
-    const size_t colon = message.find(": ", n);
-    if (n > 0 && colon != absl::string_view::npos) {
-      const std::string attr = FirstNamedPath(message.substr(colon + 2), true);
-      return attr.empty() ? std::string(step) : absl::StrCat(step, ".", attr);
-    }
-    return std::string(step);
-  }
-  // "Roll: ...": the op's name says which op, not which field.
-  const size_t op_end = PathLength(message);
-  if (op_end > 0 && absl::StartsWith(message.substr(op_end), ": ") &&
-      message.substr(0, op_end).find_first_of("[.") == absl::string_view::npos) {
-    message.remove_prefix(op_end + 2);
-  }
-  if (const absl::string_view path = FirstIndexedPath(message); !path.empty()) {
-    return std::string(path);
-  }
-  return FirstNamedPath(message, false);
-}
-
-absl::Status WithDerivedBadRequest(absl::Status status) {
+absl::Status WithBadRequest(absl::Status status) {
   if (status.code() != absl::StatusCode::kInvalidArgument ||
       status.GetPayload(TypeUrl<google::rpc::BadRequest>()).has_value()) {
     return status;
   }
-  const std::string field = FieldPathOf(status.message());
+  const std::string field = ErrorFieldPath(status).value_or("");
   const std::string description(status.message());
   return WithFieldViolation(std::move(status), field, description);
 }

@@ -9,12 +9,11 @@
 // back into payloads.
 //
 // INVALID_ARGUMENT carries a google.rpc.BadRequest: one FieldViolation whose
-// field is the request path the message names and whose description is the
-// message itself (WithFieldViolation). The 140-odd checks that make such
-// errors already name the value in their message ("inputs[1].shape[0] = -1
-// is negative", "Roll: attribute 'mode' = ..."), so the path is read from
-// the message once, at the edge (WithDerivedBadRequest), rather than
-// threaded through every check: the same words, one place.
+// field is the request path the error was made with (kernels/field_path.h:
+// InvalidArgumentAt where it is found, completed and mapped onto the
+// request's own fields by the decoders on the way out) and whose
+// description is the message itself (WithBadRequest, at each door's edge).
+// Nothing reads a field out of a message.
 //
 // Example:
 //   absl::Status s = absl::ResourceExhaustedError("in-flight byte budget exhausted ...");
@@ -70,20 +69,11 @@ struct FieldViolation {
 // The BadRequest's violations, empty if `status` carries none that parses.
 std::vector<FieldViolation> FieldViolations(const absl::Status& status);
 
-// The request field an error message names, as a path ("inputs[1].shape[0]",
-// "attrs.mode", "then[2].attrs.axis", "parameters.timeout"); "" when it
-// names none. Reads, in order: a leading chain step "then[i] (Op): "; else a
-// leading "Op: " is skipped; then the first word that is a path with an
-// index or a dot ("inputs[0].shape", "request.parameters.x"), else the first
-// "attribute 'x'" (attrs.x), "parameter 'x'" (parameters.x), "input 'x'" or
-// "output 'x'" (inputs.x, outputs.x: the Open Inference Protocol names its
-// tensors). A step's own path keeps only its attribute (its inputs are
-// numbered in the op's order, not the step's).
-std::string FieldPathOf(absl::string_view message);
-
-// An INVALID_ARGUMENT without a BadRequest gets one: FieldPathOf(message)
-// and the message. Any other status is returned as it is.
-absl::Status WithDerivedBadRequest(absl::Status status);
+// An INVALID_ARGUMENT without a BadRequest gets one: its field path
+// (kernels/field_path.h ErrorFieldPath; "" when it was made with none: the
+// request as a whole, say malformed JSON) and its message. Any other status
+// is returned as it is.
+absl::Status WithBadRequest(absl::Status status);
 
 // The google.rpc details of `status` in proto3's JSON form, as Google's
 // HTTP APIs give google.rpc.Status.details: a JSON array of objects with an

@@ -8,9 +8,12 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/types/span.h"
 #include "kernels/dtype.h"
+#include "kernels/field_path.h"
 #include "kernels/float_formats.h"
 #include "kernels/huge_pages.h"
 #include "kernels/shape.h"
@@ -340,8 +343,9 @@ absl::StatusOr<std::optional<Field>> TheDataField(const v1::Tensor& proto, absl:
     const Field f = static_cast<Field>(i);
     if (FieldSize(proto, f) == 0) continue;
     if (set.has_value()) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " sets both ", FieldName(*set), " and ",
-                                                     FieldName(f), "; set exactly one data field"));
+      return InvalidArgumentAt(absl::StrCat(".", FieldName(f)),
+                               absl::StrCat(what, " sets both ", FieldName(*set), " and ",
+                                            FieldName(f), "; set exactly one data field"));
     }
     set = f;
   }
@@ -354,20 +358,21 @@ absl::StatusOr<std::optional<Field>> TheDataField(const v1::Tensor& proto, absl:
 absl::Status ViewRawData(const v1::Tensor& proto, DType dtype, absl::Span<const int64_t> dims,
                          int64_t num_bytes, absl::string_view what, DecodedTensor* out) {
   if (dtype == DType::kString) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ".raw_data cannot carry STRING values; use string_data"));
+    return InvalidArgumentAt(
+        ".raw_data", absl::StrCat(what, ".raw_data cannot carry STRING values; use string_data"));
   }
   const std::string& raw = proto.raw_data();
   if (static_cast<int64_t>(raw.size()) != num_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ".raw_data has ", raw.size(),
-                                                   " bytes but shape ", ShapeToString(dims), " of ",
-                                                   DTypeName(dtype), " needs ", num_bytes));
+    return InvalidArgumentAt(
+        ".raw_data",
+        absl::StrCat(what, ".raw_data has ", raw.size(), " bytes but shape ", ShapeToString(dims),
+                     " of ", DTypeName(dtype), " needs ", num_bytes));
   }
   if (dtype == DType::kBool) {
     if (const int64_t i = FindInvalidBool(raw); i >= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ".raw_data[", i,
-                                                     "] = ", int{static_cast<uint8_t>(raw[i])},
-                                                     " is not a valid BOOL (0 or 1)"));
+      return InvalidArgumentAt(".raw_data", absl::StrCat(what, ".raw_data[", i,
+                                                         "] = ", int{static_cast<uint8_t>(raw[i])},
+                                                         " is not a valid BOOL (0 or 1)"));
     }
   }
   out->encoding = Encoding::kRaw;
@@ -382,7 +387,8 @@ absl::Status DecodeTypedField(const v1::Tensor& proto, DType dtype, Field set,
                               absl::string_view what, DecodedTensor* out) {
   const Field typed = TypedFieldFor(dtype);
   if (set != typed) {
-    return absl::InvalidArgumentError(
+    return InvalidArgumentAt(
+        absl::StrCat(".", FieldName(set)),
         absl::StrCat(what, ".", FieldName(set), " cannot carry ", DTypeName(dtype), " values; use ",
                      FieldName(typed), dtype == DType::kString ? "" : " or raw_data"));
   }
@@ -391,11 +397,13 @@ absl::Status DecodeTypedField(const v1::Tensor& proto, DType dtype, Field set,
   const int64_t want = n * per_element;  // cannot overflow: n * width fits int64
   const int64_t have = FieldSize(proto, set);
   if (have != want) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ".", FieldName(set), " has ", have, " values but shape ", ShapeToString(dims),
-        per_element == 2
-            ? absl::StrCat(" of ", DTypeName(dtype), " needs ", want, " (2 per element: re, im)")
-            : absl::StrCat(" needs ", want)));
+    return InvalidArgumentAt(
+        absl::StrCat(".", FieldName(set)),
+        absl::StrCat(what, ".", FieldName(set), " has ", have, " values but shape ",
+                     ShapeToString(dims),
+                     per_element == 2 ? absl::StrCat(" of ", DTypeName(dtype), " needs ", want,
+                                                     " (2 per element: re, im)")
+                                      : absl::StrCat(" needs ", want)));
   }
   out->encoding = Encoding::kTyped;
   out->storage.reset(new char[num_bytes > 0 ? num_bytes : 1]);
@@ -411,20 +419,21 @@ absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor& proto, absl::string
                                            const RequestLimits* limits) {
   const DType dtype = FromProtoDataType(proto.dtype());
   if (!IsValidDType(dtype)) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ".dtype: ", DTypeForMessage(proto.dtype()),
-                                                   " is not a valid data type"));
+    return InvalidArgumentAt(".dtype",
+                             absl::StrCat(what, ".dtype: ", DTypeForMessage(proto.dtype()),
+                                          " is not a valid data type"));
   }
   if (limits != nullptr && proto.shape_size() > limits->max_rank) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ".shape has rank ", proto.shape_size(),
-                                                   "; the limit is ", limits->max_rank,
-                                                   " (--max_rank)"));
+    return InvalidArgumentAt(
+        ".shape", absl::StrCat(what, ".shape has rank ", proto.shape_size(), "; the limit is ",
+                               limits->max_rank, " (--max_rank)"));
   }
   const int64_t width = ElementWidth(dtype);
   const absl::Span<const int64_t> dims(proto.shape().data(),
                                        static_cast<size_t>(proto.shape_size()));
   // CheckedByteSize also rejects negative dims and element-count overflow.
   const absl::StatusOr<int64_t> num_bytes =
-      CheckedByteSize(dims, width, absl::StrCat(what, ".shape"));
+      AtField(CheckedByteSize(dims, width, absl::StrCat(what, ".shape")), ".shape");
   if (!num_bytes.ok()) return num_bytes.status();
   if (limits != nullptr) {
     if (absl::Status st = CheckTensorLimits(proto, dtype, dims, *num_bytes, what, *limits);
@@ -441,9 +450,9 @@ absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor& proto, absl::string
   absl::Status st;
   if (!set->has_value()) {
     if (*num_bytes != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " has no data: set ",
-                                                     dtype == DType::kString ? "" : "raw_data or ",
-                                                     FieldName(TypedFieldFor(dtype))));
+      return InvalidArgumentAt("", absl::StrCat(what, " has no data: set ",
+                                                dtype == DType::kString ? "" : "raw_data or ",
+                                                FieldName(TypedFieldFor(dtype))));
     }
     out.encoding = Encoding::kRaw;
     out.view.data = kEmptyBuffer;
@@ -454,6 +463,25 @@ absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor& proto, absl::string
   }
   if (!st.ok()) return st;
   return out;
+}
+
+std::string TensorFieldPath(const v1::Tensor& proto, absl::string_view op_path) {
+  absl::string_view rest = op_path;
+  if (!ConsumeDataPath(&rest)) return std::string(op_path);
+  std::optional<Field> set;
+  for (int i = 0; i < kNumFields && !set.has_value(); ++i) {
+    if (FieldSize(proto, static_cast<Field>(i)) > 0) set = static_cast<Field>(i);
+  }
+  const DType dtype = FromProtoDataType(proto.dtype());
+  const Field field = set.value_or(TypedFieldFor(dtype));
+  // raw_data is one bytes field: its elements are no fields of their own.
+  if (field == Field::kRaw || rest.empty()) return absl::StrCat(".", FieldName(field));
+  int64_t k = 0;
+  absl::string_view after;
+  if (!SplitLeadingIndex(rest, &k, &after)) {
+    return absl::StrCat(".", FieldName(field));
+  }
+  return absl::StrCat(".", FieldName(field), "[", IsComplex(dtype) ? 2 * k : k, "]", after);
 }
 
 int64_t DecodedBytes(const TensorView& t) {

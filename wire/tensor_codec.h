@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "kernels/field_path.h"
 #include "kernels/tensor.h"
 #include "tensorops/v1/tensorops.pb.h"
 #include "wire/limits.h"
@@ -41,8 +42,18 @@ struct DecodedTensor {
 // With `limits`, a rank above max_rank is INVALID_ARGUMENT and a tensor above
 // max_tensor_elements or max_tensor_bytes is RESOURCE_EXHAUSTED (checked
 // before anything is allocated); each message names the limit and its flag.
+// An INVALID_ARGUMENT's field path (kernels/field_path.h) is relative to the
+// tensor (".shape[1]", ".int32_data", "" for the tensor as a whole): the
+// caller, which knows where the tensor sits in its request, prefixes it.
 absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor& proto, absl::string_view what,
                                            const RequestLimits* limits = nullptr);
+
+// The field of `proto` that a tensor-relative path in the kernels' op
+// vocabulary (kernels/field_path.h) names: ".data" and ".data[k]" become the
+// data field the tensor sets (".raw_data", whose bytes are no fields of their
+// own; ".int64_data[k]"; ".float_data[2k]" for COMPLEX64's re, im pairs);
+// ".dtype", ".shape[d]" and "" stay as they are.
+std::string TensorFieldPath(const v1::Tensor& proto, absl::string_view op_path);
 
 // Bytes `t` counts against the limits: elements x width, plus the characters
 // of STRING elements.
@@ -75,9 +86,10 @@ absl::Status NarrowIntegers(const google::protobuf::RepeatedField<Wide>& field, 
   for (int i = 0; i < field.size(); ++i) {
     const int64_t v = field.Get(i);
     if (v < kLo || v > kHi) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ".", field_name, "[", i, "] = ", v,
-                                                     " is out of range [", kLo, ", ", kHi, "] for ",
-                                                     DTypeName(dtype)));
+      return InvalidArgumentAt(
+          absl::StrCat(".", field_name, "[", i, "]"),
+          absl::StrCat(what, ".", field_name, "[", i, "] = ", v, " is out of range [", kLo, ", ",
+                       kHi, "] for ", DTypeName(dtype)));
     }
     out[i] = static_cast<Narrow>(v);
   }

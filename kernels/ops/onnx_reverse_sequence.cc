@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/field_path.h"
 #include "kernels/ops/ops.h"
 #include "kernels/status_macros.h"
 #include "kernels/tensor_values.h"
@@ -15,8 +16,8 @@ constexpr char kOp[] = "onnx.ReverseSequence";
 
 absl::Status CheckZeroOrOne(absl::string_view name, int64_t v) {
   if (v == 0 || v == 1) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(kOp, ": attribute '", name, "' = ", v, " must be 0 or 1"));
+  return InvalidArgumentAt(absl::StrCat("attrs.", name),
+                           absl::StrCat(kOp, ": attribute '", name, "' = ", v, " must be 0 or 1"));
 }
 
 absl::StatusOr<Movement> DescribeOnnxReverseSequence(absl::Span<const TensorView> inputs,
@@ -28,24 +29,27 @@ absl::StatusOr<Movement> DescribeOnnxReverseSequence(absl::Span<const TensorView
   RETURN_IF_ERROR(CheckZeroOrOne("batch_axis", batch_axis));
   RETURN_IF_ERROR(CheckZeroOrOne("time_axis", time_axis));
   if (batch_axis == time_axis) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kOp, ": attributes 'batch_axis' and 'time_axis' are both ", batch_axis,
-                     "; they must differ"));
+    return InvalidArgumentAt(
+        "attrs.time_axis", absl::StrCat(kOp, ": attributes 'batch_axis' and 'time_axis' are both ",
+                                        batch_axis, "; they must differ"));
   }
   const int64_t batch = data.shape[batch_axis];
   const int64_t time = data.shape[time_axis];
   if (lengths_t.num_elements() != batch) {
-    return absl::InvalidArgumentError(
+    return InvalidArgumentAt(
+        "inputs[1].shape",
         absl::StrCat(kOp, ": input 'sequence_lens' has ", lengths_t.num_elements(),
                      " elements but must have input_shape[batch_axis] = ", batch));
   }
-  ASSIGN_OR_RETURN(std::vector<int64_t> lengths,
-                   ReadIntegers(lengths_t, "onnx.ReverseSequence: sequence_lens"));
+  ASSIGN_OR_RETURN(
+      std::vector<int64_t> lengths,
+      AtField(ReadIntegers(lengths_t, "onnx.ReverseSequence: sequence_lens"), "inputs[1]"));
   for (size_t i = 0; i < lengths.size(); ++i) {
     if (lengths[i] < 0 || lengths[i] > time) {
-      return absl::InvalidArgumentError(absl::StrCat(kOp, ": sequence_lens[", i, "] = ", lengths[i],
-                                                     " is out of range [0, ", time,
-                                                     "] (input_shape[time_axis])"));
+      return InvalidArgumentAt(
+          absl::StrCat("inputs[1].data[", i, "]"),
+          absl::StrCat(kOp, ": sequence_lens[", i, "] = ", lengths[i], " is out of range [0, ",
+                       time, "] (input_shape[time_axis])"));
     }
   }
   Movement m;

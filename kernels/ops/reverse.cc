@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/field_path.h"
 #include "kernels/ops/ops.h"
 #include "kernels/shape.h"
 #include "kernels/status_macros.h"
@@ -22,36 +23,42 @@ absl::StatusOr<Movement> DescribeReverse(absl::Span<const TensorView> inputs, co
   std::vector<bool> reversed(rank, false);
   if (mode == "index") {
     if (!IsIntegerDType(axis.dtype)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          kOp, ": input 'axis' has type ", DTypeName(axis.dtype),
-          "; in mode \"index\" it must have an integer type (INT8..INT64, UINT8..UINT64)"));
+      return InvalidArgumentAt(
+          "inputs[1].dtype",
+          absl::StrCat(
+              kOp, ": input 'axis' has type ", DTypeName(axis.dtype),
+              "; in mode \"index\" it must have an integer type (INT8..INT64, UINT8..UINT64)"));
     }
     // The spec: "The length of the second tensor should be in a range from 0
     // to rank of the 1st input tensor." A *should*: OpenVINO accepts more
     // entries (type_prop test more_axes_index_than_input_rank), so a graph
     // exported from it runs here too; only an entry out of range is an error.
-    ASSIGN_OR_RETURN(std::vector<int64_t> axes, ReadIntegers(axis, "Reverse: axis"));
+    ASSIGN_OR_RETURN(std::vector<int64_t> axes,
+                     AtField(ReadIntegers(axis, "Reverse: axis"), "inputs[1]"));
     // Duplicates (also after normalising negatives) are merged, as OpenVINO does.
     for (size_t i = 0; i < axes.size(); ++i) {
       ASSIGN_OR_RETURN(int64_t a,
-                       NormalizeAxis(axes[i], rank, absl::StrCat(kOp, ": axis[", i, "]")));
+                       AtField(NormalizeAxis(axes[i], rank, absl::StrCat(kOp, ": axis[", i, "]")),
+                               absl::StrCat("inputs[1].data[", i, "]")));
       reversed[a] = true;
     }
   } else if (mode == "mask") {
     if (axis.dtype != DType::kBool) {
-      return absl::InvalidArgumentError(absl::StrCat(kOp, ": input 'axis' has type ",
-                                                     DTypeName(axis.dtype),
-                                                     "; in mode \"mask\" it must be BOOL"));
+      return InvalidArgumentAt("inputs[1].dtype",
+                               absl::StrCat(kOp, ": input 'axis' has type ", DTypeName(axis.dtype),
+                                            "; in mode \"mask\" it must be BOOL"));
     }
     if (axis.num_elements() != rank) {
-      return absl::InvalidArgumentError(
+      return InvalidArgumentAt(
+          "inputs[1].shape",
           absl::StrCat(kOp, ": in mode \"mask\" input 'axis' has ", axis.num_elements(),
                        " elements but must have exactly rank(data) = ", rank));
     }
     reversed = ReadBools(axis);
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(kOp, ": attribute 'mode' = ", BoundedQuote(mode),
-                                                   " must be \"index\" or \"mask\""));
+    return InvalidArgumentAt("attrs.mode",
+                             absl::StrCat(kOp, ": attribute 'mode' = ", BoundedQuote(mode),
+                                          " must be \"index\" or \"mask\""));
   }
   Movement m;
   m.axes.resize(rank);

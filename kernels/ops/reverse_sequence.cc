@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/field_path.h"
 #include "kernels/ops/ops.h"
 #include "kernels/shape.h"
 #include "kernels/status_macros.h"
@@ -20,29 +21,37 @@ absl::StatusOr<Movement> DescribeReverseSequence(absl::Span<const TensorView> in
   const int64_t rank = data.rank();
   ASSIGN_OR_RETURN(int64_t batch_attr, GetIntAttr(attrs, kOp, "batch_axis", 0));
   ASSIGN_OR_RETURN(int64_t seq_attr, GetIntAttr(attrs, kOp, "seq_axis", 1));
-  ASSIGN_OR_RETURN(int64_t batch_axis,
-                   NormalizeAxis(batch_attr, rank, "ReverseSequence: attribute 'batch_axis'"));
+  ASSIGN_OR_RETURN(
+      int64_t batch_axis,
+      AtField(NormalizeAxis(batch_attr, rank, "ReverseSequence: attribute 'batch_axis'"),
+              "attrs.batch_axis"));
   ASSIGN_OR_RETURN(int64_t seq_axis,
-                   NormalizeAxis(seq_attr, rank, "ReverseSequence: attribute 'seq_axis'"));
+                   AtField(NormalizeAxis(seq_attr, rank, "ReverseSequence: attribute 'seq_axis'"),
+                           "attrs.seq_axis"));
   if (batch_axis == seq_axis) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kOp, ": attributes 'batch_axis' = ", batch_attr, " and 'seq_axis' = ", seq_attr,
-        " name the same axis ", batch_axis, " of data of rank ", rank, "; they must differ"));
+    return InvalidArgumentAt(
+        "attrs.seq_axis",
+        absl::StrCat(kOp, ": attributes 'batch_axis' = ", batch_attr,
+                     " and 'seq_axis' = ", seq_attr, " name the same axis ", batch_axis,
+                     " of data of rank ", rank, "; they must differ"));
   }
   const int64_t batch = data.shape[batch_axis];
   const int64_t seq = data.shape[seq_axis];
   if (lengths_t.num_elements() != batch) {
-    return absl::InvalidArgumentError(
+    return InvalidArgumentAt(
+        "inputs[1].shape",
         absl::StrCat(kOp, ": input 'seq_lengths' has ", lengths_t.num_elements(),
                      " elements but must have data_shape[batch_axis] = ", batch));
   }
-  ASSIGN_OR_RETURN(std::vector<int64_t> lengths,
-                   ReadWholeNumbers(lengths_t, "ReverseSequence: seq_lengths"));
+  ASSIGN_OR_RETURN(
+      std::vector<int64_t> lengths,
+      AtField(ReadWholeNumbers(lengths_t, "ReverseSequence: seq_lengths"), "inputs[1]"));
   for (size_t i = 0; i < lengths.size(); ++i) {
     if (lengths[i] < 0 || lengths[i] > seq) {
-      return absl::InvalidArgumentError(absl::StrCat(kOp, ": seq_lengths[", i, "] = ", lengths[i],
-                                                     " is out of range [0, ", seq,
-                                                     "] (data_shape[seq_axis])"));
+      return InvalidArgumentAt(
+          absl::StrCat("inputs[1].data[", i, "]"),
+          absl::StrCat(kOp, ": seq_lengths[", i, "] = ", lengths[i], " is out of range [0, ", seq,
+                       "] (data_shape[seq_axis])"));
     }
   }
   Movement m;

@@ -2,6 +2,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/field_path.h"
 #include "kernels/ops/ops.h"
 #include "kernels/shape.h"
 #include "kernels/status_macros.h"
@@ -15,19 +16,24 @@ constexpr char kOp[] = "Roll";
 
 absl::StatusOr<Movement> DescribeRoll(absl::Span<const TensorView> inputs, const Attrs&) {
   const TensorView& data = inputs[0];
-  ASSIGN_OR_RETURN(std::vector<int64_t> shifts, ReadIntegers(inputs[1], "Roll: shift"));
-  ASSIGN_OR_RETURN(std::vector<int64_t> axes, ReadIntegers(inputs[2], "Roll: axes"));
+  ASSIGN_OR_RETURN(std::vector<int64_t> shifts,
+                   AtField(ReadIntegers(inputs[1], "Roll: shift"), "inputs[1]"));
+  ASSIGN_OR_RETURN(std::vector<int64_t> axes,
+                   AtField(ReadIntegers(inputs[2], "Roll: axes"), "inputs[2]"));
   // A scalar shift, or a 1-D shift of one element, applies to every axis (spec Example 2).
   const bool broadcast_shift = shifts.size() == 1;
   if (!broadcast_shift && shifts.size() != axes.size()) {
-    return absl::InvalidArgumentError(
+    return InvalidArgumentAt(
+        "inputs[1].shape",
         absl::StrCat(kOp, ": input 'shift' has ", shifts.size(), " elements but 'axes' has ",
                      axes.size(), "; they must match unless shift has exactly one element"));
   }
   const int64_t rank = data.rank();
   std::vector<int64_t> total(rank, 0);  // per-axis shift, kept in [0, dim)
   for (size_t i = 0; i < axes.size(); ++i) {
-    ASSIGN_OR_RETURN(int64_t a, NormalizeAxis(axes[i], rank, absl::StrCat(kOp, ": axes[", i, "]")));
+    ASSIGN_OR_RETURN(int64_t a,
+                     AtField(NormalizeAxis(axes[i], rank, absl::StrCat(kOp, ": axes[", i, "]")),
+                             absl::StrCat("inputs[2].data[", i, "]")));
     const int64_t n = data.shape[a];
     if (n == 0) continue;  // empty output; no division by zero
     // Reduce each shift before adding so repeated axes with huge shifts never overflow.

@@ -2,8 +2,12 @@
 
 #include <cstring>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "kernels/field_path.h"
 #include "kernels/huge_pages.h"
 #include "kernels/shape.h"
 #include "kernels/status_macros.h"
@@ -96,9 +100,9 @@ class ProtoContents final : public TypedContents {
     for (const auto& f : fields) {
       if (f.size == 0) continue;
       if (set != nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat(what, " sets both contents.", set,
-                                                       " and contents.", f.name,
-                                                       "; set exactly one data field"));
+        return InvalidArgumentAt(absl::StrCat(".contents.", f.name),
+                                 absl::StrCat(what, " sets both contents.", set, " and contents.",
+                                              f.name, "; set exactly one data field"));
       }
       set = f.name;
       have = f.size;
@@ -109,18 +113,22 @@ class ProtoContents final : public TypedContents {
     out.view.shape.assign(dims.begin(), dims.end());
     if (set == nullptr || typed == nullptr || std::strcmp(set, typed) != 0) {
       if (set == nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            what, " has no data: set ", dtype == DType::kString ? "" : "raw_input_contents or ",
-            "contents.", typed));
+        return InvalidArgumentAt(
+            ".contents", absl::StrCat(what, " has no data: set ",
+                                      dtype == DType::kString ? "" : "raw_input_contents or ",
+                                      "contents.", typed));
       }
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ".contents.", set, " cannot carry ", DTypeName(dtype), " values; use contents.",
-          typed, dtype == DType::kString ? "" : " or raw_input_contents"));
+      return InvalidArgumentAt(
+          absl::StrCat(".contents.", set),
+          absl::StrCat(what, ".contents.", set, " cannot carry ", DTypeName(dtype),
+                       " values; use contents.", typed,
+                       dtype == DType::kString ? "" : " or raw_input_contents"));
     }
     if (have != n) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ".contents.", set, " has ", have,
-                                                     " values but shape ", ShapeToString(dims),
-                                                     " needs ", n));
+      return InvalidArgumentAt(
+          absl::StrCat(".contents.", set),
+          absl::StrCat(what, ".contents.", set, " has ", have, " values but shape ",
+                       ShapeToString(dims), " needs ", n));
     }
     out.encoding = Encoding::kTyped;
     out.storage.reset(new char[num_bytes > 0 ? num_bytes : 1]);
@@ -184,6 +192,29 @@ class ProtoContents final : public TypedContents {
   const InferTensorContents& c_;
 };
 
+// The OIP core names an input's elements inputs[i].data[k] (kernels' checks,
+// raw bytes); here they are in raw_input_contents[r] (one entry per input
+// not in shared memory, in order) or in the input's one contents field.
+std::string DataFieldPath(const ModelInferRequest& m, absl::string_view path) {
+  int64_t i = 0;
+  absl::string_view rest;
+  if (!SplitIndexedPath(path, "inputs", &i, &rest) || i >= m.inputs_size() ||
+      !ConsumeDataPath(&rest)) {
+    return std::string(path);
+  }
+  if (m.raw_input_contents_size() > 0) {
+    int r = 0;
+    for (int j = 0; j < i; ++j) r += m.inputs(j).parameters().count("shared_memory_region") == 0;
+    return absl::StrCat("raw_input_contents[", r, "]");
+  }
+  const inference::InferTensorContents& c = m.inputs(static_cast<int>(i)).contents();
+  const google::protobuf::Reflection* reflection = c.GetReflection();
+  std::vector<const google::protobuf::FieldDescriptor*> set;
+  reflection->ListFields(c, &set);
+  if (set.empty()) return absl::StrCat("inputs[", i, "].contents");
+  return absl::StrCat("inputs[", i, "].contents.", set.front()->name(), rest);
+}
+
 }  // namespace
 
 ProtoInferRequest::ProtoInferRequest(const ModelInferRequest& m) {
@@ -239,7 +270,12 @@ absl::StatusOr<std::unique_ptr<PreparedInfer>> PrepareModelInfer(const OpRegistr
                                                                  const ShmRegistry* shm,
                                                                  const std::string& owner) {
   const ProtoInferRequest view(request);
-  return PreparedInfer::Make(registry, view.request(), limits, shm, owner);
+  absl::StatusOr<std::unique_ptr<PreparedInfer>> prepared =
+      PreparedInfer::Make(registry, view.request(), limits, shm, owner);
+  if (prepared.ok()) return prepared;
+  return MapErrorFieldPath(prepared.status(), [&request](absl::string_view path) {
+    return DataFieldPath(request, path);
+  });
 }
 
 absl::Status RunModelInfer(PreparedInfer& prepared, ModelInferResponse* response, ThreadPool* pool,

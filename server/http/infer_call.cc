@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/field_path.h"
 #include "kernels/status_macros.h"
 #include "kernels/tensor.h"
 #include "server/core/trace.h"
@@ -153,10 +154,13 @@ absl::StatusOr<std::unique_ptr<PreparedCall>> InferCall::Prepare(const std::stri
   RETURN_IF_ERROR(header_status_);
   ASSIGN_OR_RETURN(parsed_, JsonInferRequest::Parse(req_.body.view(), header_length_, model,
                                                     version, pipeline_->limits()));
-  ASSIGN_OR_RETURN(std::unique_ptr<PreparedInfer> prepared,
-                   PreparedInfer::Make(pipeline_->registry(), parsed_->request(),
-                                       pipeline_->limits(), oip_->shm(), Owner()));
-  return std::make_unique<Prepared>(this, std::move(prepared));
+  absl::StatusOr<std::unique_ptr<PreparedInfer>> prepared = PreparedInfer::Make(
+      pipeline_->registry(), parsed_->request(), pipeline_->limits(), oip_->shm(), Owner());
+  if (!prepared.ok()) {
+    return MapErrorFieldPath(prepared.status(),
+                             [this](absl::string_view path) { return parsed_->FieldPath(path); });
+  }
+  return std::make_unique<Prepared>(this, *std::move(prepared));
 }
 
 void InferCall::Answer() {

@@ -51,6 +51,10 @@ class JsonInferRequest {
   bool OutputInSharedMemory(absl::string_view name) const;
   // Whether the request had an "id" (the answer echoes it).
   bool has_id() const;
+  // An error's field path from the OIP core (server/oip/oip_codec.h) as a
+  // field of this body: an input's data (inputs[i].data[k]) sent as a binary
+  // block is its parameters.binary_data_size; the rest are the body's already.
+  std::string FieldPath(absl::string_view core_path) const;
 
  private:
   struct Impl;
@@ -101,20 +105,6 @@ class JsonInferResponse final : public InferResponseWriter {
   std::string model_, version_, id_;
   std::vector<Output> outputs_;
 };
-
-// The HTTP status of an error (../shared/api-rest.md "Status codes"): 400
-// for what a request got wrong, 401/403/404, 409 for a conflict (a shared
-// memory region's name already registered), 413 for a size limit (a
-// RESOURCE_EXHAUSTED naming its "(--max_..." flag), 503 for the in-flight
-// budget, the queue and the drain, 504, 501; 500 only for INTERNAL,
-// UNKNOWN and DATA_LOSS, which no request can cause (bugs).
-int HttpStatusOf(const absl::Status& status);
-// {"error": "<message>"}.
-std::string ErrorJson(absl::string_view message);
-// {"error": "<message>", "details": [...]}: the status's google.rpc details
-// in proto3 JSON (wire/status_details.h StatusDetailsJson), an
-// INVALID_ARGUMENT's BadRequest derived first; no "details" when none.
-std::string ErrorJson(const absl::Status& status);
 
 }  // namespace tensorops
 

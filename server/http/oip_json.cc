@@ -7,7 +7,6 @@
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
-#include "server/http/json_binding.h"
 #include "wire/status_details.h"
 
 namespace tensorops {
@@ -41,6 +40,63 @@ void Field(JsonOut& w, const char* key, const std::vector<std::string>& values) 
 }
 
 }  // namespace
+
+int HttpStatusOf(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      return 200;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kFailedPrecondition:
+      return 400;
+    case absl::StatusCode::kUnauthenticated:
+      return 401;
+    case absl::StatusCode::kPermissionDenied:
+      return 403;
+    case absl::StatusCode::kNotFound:
+      return 404;
+    case absl::StatusCode::kAlreadyExists:  // a shared memory region's name
+    case absl::StatusCode::kAborted:
+      return 409;
+    case absl::StatusCode::kResourceExhausted:
+      // A tensor over a size limit names its flag; the rest is admission (overloaded).
+      return status.message().find("(--max_") != absl::string_view::npos ? 413 : 503;
+    case absl::StatusCode::kUnimplemented:
+      return 501;
+    case absl::StatusCode::kUnavailable:
+      return 503;
+    case absl::StatusCode::kDeadlineExceeded:
+      return 504;
+    case absl::StatusCode::kCancelled:
+      return 499;
+    default:
+      return 500;
+  }
+}
+
+std::string ErrorJson(absl::string_view message) {
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
+  w.StartObject();
+  w.Key("error");
+  // Messages may quote what a client sent: keep the JSON valid whatever it is.
+  std::string text(message);
+  for (char& c : text) {
+    if (static_cast<unsigned char>(c) >= 0x80) c = '?';
+  }
+  w.String(text.data(), text.size());
+  w.EndObject();
+  return std::string(buffer.GetString(), buffer.GetSize());
+}
+
+std::string ErrorJson(const absl::Status& status) {
+  std::string json = ErrorJson(status.message());
+  const std::string details = StatusDetailsJson(WithBadRequest(status));
+  if (details.empty()) return json;
+  json.pop_back();  // the closing '}'
+  absl::StrAppend(&json, ",\"details\":", details, "}");
+  return json;
+}
 
 HttpResponse JsonResponse(int status, std::string json) {
   HttpResponse r;

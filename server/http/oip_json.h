@@ -20,6 +20,20 @@
 
 namespace tensorops {
 
+// The HTTP status of an error (../shared/api-rest.md "Status codes"): 400
+// for what a request got wrong, 401/403/404, 409 for a conflict (a shared
+// memory region's name already registered), 413 for a size limit (a
+// RESOURCE_EXHAUSTED naming its "(--max_..." flag), 503 for the in-flight
+// budget, the queue and the drain, 504, 501; 500 only for INTERNAL,
+// UNKNOWN and DATA_LOSS, which no request can cause (bugs).
+int HttpStatusOf(const absl::Status& status);
+// {"error": "<message>"}.
+std::string ErrorJson(absl::string_view message);
+// {"error": "<message>", "details": [...]}: the status's google.rpc details
+// in proto3 JSON (wire/status_details.h StatusDetailsJson), an
+// INVALID_ARGUMENT's BadRequest derived first; no "details" when none.
+std::string ErrorJson(const absl::Status& status);
+
 // `status` with `json` as its application/json body.
 HttpResponse JsonResponse(int status, std::string json);
 // An error's answer: its HTTP status (HttpStatusOf), ErrorJson(status) and,

@@ -5,9 +5,12 @@
 #include <limits>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
+#include "kernels/field_path.h"
 #include "kernels/shape.h"
 #include "kernels/status_macros.h"
 #include "server/oip/sigbus_guard.h"
@@ -49,12 +52,13 @@ absl::StatusOr<int64_t> CheckShape(DType dtype, absl::Span<const int64_t> dims,
                                    absl::string_view what, const RequestLimits& limits,
                                    int64_t string_chars) {
   if (static_cast<int64_t>(dims.size()) > limits.max_rank) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ".shape has rank ", dims.size(),
-                                                   "; the limit is ", limits.max_rank,
-                                                   " (--max_rank)"));
+    return InvalidArgumentAt(".shape",
+                             absl::StrCat(what, ".shape has rank ", dims.size(), "; the limit is ",
+                                          limits.max_rank, " (--max_rank)"));
   }
   const int64_t width = ElementWidth(dtype);
-  ASSIGN_OR_RETURN(int64_t bytes, CheckedByteSize(dims, width, absl::StrCat(what, ".shape")));
+  ASSIGN_OR_RETURN(int64_t bytes,
+                   AtField(CheckedByteSize(dims, width, absl::StrCat(what, ".shape")), ".shape"));
   const int64_t n = bytes / width;
   if (n > limits.max_tensor_elements) {
     return absl::ResourceExhaustedError(
@@ -101,9 +105,10 @@ absl::StatusOr<DecodedTensor> DecodeRaw(DType dtype, absl::Span<const int64_t> d
     // references (16 bytes each) are allocated, so a few bytes cannot claim
     // a huge shape.
     if (static_cast<int64_t>(bytes.size()) / 4 < n) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, " ", source, " has ", bytes.size(), " bytes, too few for ", n,
-          " BYTES elements (shape ", ShapeToString(dims), "; each needs a 4-byte length)"));
+      return InvalidArgumentAt(
+          ".data", absl::StrCat(what, " ", source, " has ", bytes.size(), " bytes, too few for ", n,
+                                " BYTES elements (shape ", ShapeToString(dims),
+                                "; each needs a 4-byte length)"));
     }
     out.storage.reset(new char[std::max<int64_t>(num_bytes, 1)]);
     RETURN_IF_ERROR(ParseRawBytes(bytes, n, absl::StrCat(what, " ", source),
@@ -118,15 +123,16 @@ absl::StatusOr<DecodedTensor> DecodeRaw(DType dtype, absl::Span<const int64_t> d
     return out;
   }
   if (static_cast<int64_t>(bytes.size()) != num_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " ", source, " has ", bytes.size(),
+    return InvalidArgumentAt(".data", absl::StrCat(what, " ", source, " has ", bytes.size(),
                                                    " bytes but shape ", ShapeToString(dims), " of ",
                                                    OipDatatype(dtype), " needs ", num_bytes));
   }
   if (dtype == DType::kBool) {
     if (const int64_t i = FindInvalidBool(bytes); i >= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " ", source, " byte ", i, " = ",
-                                                     int{static_cast<uint8_t>(bytes[i])},
-                                                     " is not a valid BOOL (0 or 1)"));
+      return InvalidArgumentAt(
+          absl::StrCat(".data[", i, "]"),
+          absl::StrCat(what, " ", source, " byte ", i, " = ", int{static_cast<uint8_t>(bytes[i])},
+                       " is not a valid BOOL (0 or 1)"));
     }
   }
   // In place: kernels read elements with memcpy, whatever the alignment.
@@ -143,7 +149,8 @@ absl::StatusOr<bool> ParseTensorParameters(const InferParams& params, absl::stri
   for (const auto& [key, value] : params) {
     if (key == kShmRegion) {
       if (value.kind != InferParam::Kind::kString) {
-        return absl::InvalidArgumentError(
+        return InvalidArgumentAt(
+            absl::StrCat(".parameters.", kShmRegion),
             absl::StrCat(what, ": parameter '", kShmRegion, "' must be a string_param"));
       }
       *region = value.string_value;
@@ -156,28 +163,32 @@ absl::StatusOr<bool> ParseTensorParameters(const InferParams& params, absl::stri
                  value.uint64_value <= static_cast<uint64_t>(INT64_MAX)) {
         v = static_cast<int64_t>(value.uint64_value);
       } else {
-        return absl::InvalidArgumentError(
+        return InvalidArgumentAt(
+            absl::StrCat(".parameters.", key),
             absl::StrCat(what, ": parameter '", key, "' must be an int64_param"));
       }
       if (v < 0) {
-        return absl::InvalidArgumentError(
+        return InvalidArgumentAt(
+            absl::StrCat(".parameters.", key),
             absl::StrCat(what, ": parameter '", key, "' = ", v, " must not be negative"));
       }
       (key == kShmByteSize ? *byte_size : *offset) = static_cast<uint64_t>(v);
       (key == kShmByteSize ? has_size : has_offset) = true;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": unknown parameter ", Quote(key),
-                                                     "; tensors take only '", kShmRegion, "', '",
-                                                     kShmByteSize, "' and '", kShmOffset, "'"));
+      return InvalidArgumentAt(
+          absl::StrCat(".parameters.", key),
+          absl::StrCat(what, ": unknown parameter ", Quote(key), "; tensors take only '",
+                       kShmRegion, "', '", kShmByteSize, "' and '", kShmOffset, "'"));
     }
   }
   if (!has_region && (has_size || has_offset)) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": '", kShmByteSize, "' and '", kShmOffset,
-                                                   "' need '", kShmRegion, "'"));
+    return InvalidArgumentAt(absl::StrCat(".parameters.", kShmRegion),
+                             absl::StrCat(what, ": '", kShmByteSize, "' and '", kShmOffset,
+                                          "' need '", kShmRegion, "'"));
   }
   if (has_region && !has_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": '", kShmRegion, "' needs '", kShmByteSize, "'"));
+    return InvalidArgumentAt(absl::StrCat(".parameters.", kShmByteSize),
+                             absl::StrCat(what, ": '", kShmRegion, "' needs '", kShmByteSize, "'"));
   }
   return has_region;
 }
@@ -194,8 +205,8 @@ absl::StatusOr<int64_t> ProtocolInteger(const InferParams& params, absl::string_
         value.uint64_value <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
       return static_cast<int64_t>(value.uint64_value);
     }
-    return absl::InvalidArgumentError(
-        absl::StrCat("parameter '", name, "' must be an integer >= 0"));
+    return InvalidArgumentAt(absl::StrCat("parameters.", name),
+                             absl::StrCat("parameter '", name, "' must be an integer >= 0"));
   }
   return -1;
 }
@@ -222,14 +233,16 @@ absl::StatusOr<Attrs> ParametersToAttrs(const InferParams& params) {
         break;
       case InferParam::Kind::kInt64:
         if (value.int64_value > kMaxExactInt || value.int64_value < -kMaxExactInt) {
-          return absl::InvalidArgumentError(
+          return InvalidArgumentAt(
+              absl::StrCat("parameters.", key),
               absl::StrCat(what, " = ", value.int64_value, " is out of range [-2^53, 2^53]"));
         }
         attrs[name] = AttrValue::Number(static_cast<double>(value.int64_value));
         break;
       case InferParam::Kind::kUint64:
         if (value.uint64_value > static_cast<uint64_t>(kMaxExactInt)) {
-          return absl::InvalidArgumentError(
+          return InvalidArgumentAt(
+              absl::StrCat("parameters.", key),
               absl::StrCat(what, " = ", value.uint64_value, " is out of range [0, 2^53]"));
         }
         attrs[name] = AttrValue::Number(static_cast<double>(value.uint64_value));
@@ -238,7 +251,8 @@ absl::StatusOr<Attrs> ParametersToAttrs(const InferParams& params) {
         attrs[name] = AttrValue::Number(value.double_value);
         break;
       case InferParam::Kind::kNone:
-        return absl::InvalidArgumentError(absl::StrCat(what, " has no value"));
+        return InvalidArgumentAt(absl::StrCat("parameters.", key),
+                                 absl::StrCat(what, " has no value"));
     }
   }
   return attrs;
@@ -286,24 +300,25 @@ absl::Status ParseRawBytes(absl::string_view raw, int64_t n, absl::string_view w
   size_t pos = 0;
   for (int64_t i = 0; i < n; ++i) {
     if (raw.size() - pos < 4) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": BYTES element ", i, " of ", n,
-                                                     ": its 4-byte length is cut off at byte ", pos,
-                                                     " of ", raw.size()));
+      return InvalidArgumentAt(
+          absl::StrCat(".data[", i, "]"),
+          absl::StrCat(what, ": BYTES element ", i, " of ", n,
+                       ": its 4-byte length is cut off at byte ", pos, " of ", raw.size()));
     }
     uint32_t len = 0;
     std::memcpy(&len, raw.data() + pos, 4);  // little-endian host (checked above)
     pos += 4;
     if (len > raw.size() - pos) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": BYTES element ", i, " claims ", len,
-                                                     " bytes but only ", raw.size() - pos,
-                                                     " remain"));
+      return InvalidArgumentAt(absl::StrCat(".data[", i, "]"),
+                               absl::StrCat(what, ": BYTES element ", i, " claims ", len,
+                                            " bytes but only ", raw.size() - pos, " remain"));
     }
     out[i] = StringRef{raw.data() + pos, len};
     pos += len;
   }
   if (pos != raw.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " has ", raw.size() - pos, " bytes after its ", n, " BYTES elements"));
+    return InvalidArgumentAt(".data", absl::StrCat(what, " has ", raw.size() - pos,
+                                                   " bytes after its ", n, " BYTES elements"));
   }
   return absl::OkStatus();
 }
@@ -345,15 +360,24 @@ absl::StatusOr<std::unique_ptr<PreparedInfer>> PreparedInfer::Make(const OpRegis
   std::vector<InputSource> sources;
   RETURN_IF_ERROR(LocateInputs(request, shm, owner, &sources));
   // Decode in the spec's order, counting decoded bytes against the request limit.
+  // The kernels' op vocabulary onto the request's fields (RequestFieldPath).
+  auto to_request = [&](absl::string_view path) {
+    return p->RequestFieldPath(slot, sources, path);
+  };
   std::vector<TensorView> views;
   views.reserve(slot.size());
   p->inputs_.reserve(slot.size());
   for (size_t s = 0; s < slot.size(); ++s) {
-    RETURN_IF_ERROR(p->DecodeInput(request, slot[s], s == 0, sources[slot[s]], limits));
+    // Its errors' paths are relative to it: as the op's input s, to the request's.
+    const absl::Status st = p->DecodeInput(request, slot[s], s == 0, sources[slot[s]], limits);
+    RETURN_IF_ERROR(
+        MapErrorFieldPath(PrefixErrorFieldPath(st, absl::StrCat("inputs[", s, "]")), to_request));
     views.push_back(p->inputs_.back().view);
   }
   ASSIGN_OR_RETURN(const std::vector<ChainStep> steps, p->DecodeChainParameter(request, limits));
-  ASSIGN_OR_RETURN(p->op_, registry.PrepareChain(spec.name, views, attrs, steps));
+  absl::StatusOr<PreparedOp> op = registry.PrepareChain(spec.name, views, attrs, steps);
+  if (!op.ok()) return MapErrorFieldPath(op.status(), to_request);
+  p->op_ = *std::move(op);
   const int64_t run_bytes = p->output_bytes() + p->scratch_bytes();
   if (run_bytes > limits.max_request_bytes - p->input_bytes_) {
     return absl::ResourceExhaustedError(
@@ -363,6 +387,24 @@ absl::StatusOr<std::unique_ptr<PreparedInfer>> PreparedInfer::Make(const OpRegis
   }
   RETURN_IF_ERROR(p->SelectOutputs(request, shm, owner));
   return p;
+}
+
+std::string PreparedInfer::RequestFieldPath(const std::vector<int>& slot,
+                                            const std::vector<InputSource>& sources,
+                                            absl::string_view op_path) const {
+  int64_t s = 0;
+  absl::string_view rest;
+  if (SplitIndexedPath(op_path, "inputs", &s, &rest) && s < static_cast<int64_t>(slot.size())) {
+    const int i = slot[s];
+    if (absl::ConsumePrefix(&rest, ".dtype")) return absl::StrCat("inputs[", i, "].datatype", rest);
+    const bool in_shm = sources[i].shm.region != nullptr && ConsumeDataPath(&rest);
+    return absl::StrCat("inputs[", i, "]", in_shm ? ".parameters.shared_memory_region" : rest);
+  }
+  if (absl::ConsumePrefix(&op_path, "attrs.")) return absl::StrCat("parameters.", op_path);
+  if (chain_ != nullptr && absl::StartsWith(op_path, "then")) {  // steps' paths: the chain's
+    return absl::StrCat("parameters.", ExecuteFieldPath({}, *chain_, op_path));
+  }
+  return std::string(op_path);
 }
 
 absl::StatusOr<std::vector<int>> PreparedInfer::MatchInputs(const OpSpec& spec,
@@ -376,20 +418,21 @@ absl::StatusOr<std::vector<int>> PreparedInfer::MatchInputs(const OpSpec& spec,
     int s = 0;
     while (s < num_spec && spec.inputs[s].name != name) ++s;
     if (s == num_spec) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown input ", Quote(name), " for model ",
-                                                     spec.name, "; its inputs are ",
-                                                     InputNames(spec)));
+      return InvalidArgumentAt(absl::StrCat("inputs[", i, "].name"),
+                               absl::StrCat("unknown input ", Quote(name), " for model ", spec.name,
+                                            "; its inputs are ", InputNames(spec)));
     }
     if (slot[s] >= 0) {
-      return absl::InvalidArgumentError(absl::StrCat("input ", Quote(name), " appears twice"));
+      return InvalidArgumentAt(absl::StrCat("inputs[", i, "].name"),
+                               absl::StrCat("input ", Quote(name), " appears twice"));
     }
     slot[s] = i;
   }
   for (int s = 0; s < num_spec; ++s) {
     if (slot[s] < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("missing input '", spec.inputs[s].name,
-                                                     "' of model ", spec.name, "; its inputs are ",
-                                                     InputNames(spec)));
+      return InvalidArgumentAt(
+          "inputs", absl::StrCat("missing input '", spec.inputs[s].name, "' of model ", spec.name,
+                                 "; its inputs are ", InputNames(spec)));
     }
   }
 
@@ -410,17 +453,22 @@ absl::Status PreparedInfer::LocateInputs(const InferRequest& request, const ShmR
     const InferInput& in = request.inputs[i];
     const std::string what = absl::StrCat("input ", Quote(in.name));
     absl::string_view region;
-    ASSIGN_OR_RETURN(const bool in_shm,
-                     ParseTensorParameters(in.parameters, what, &region, &(*sources)[i].shm.offset,
-                                           &(*sources)[i].shm.byte_size));
+    const std::string path = absl::StrCat("inputs[", i, "]");
+    ASSIGN_OR_RETURN(const bool in_shm, AtField(ParseTensorParameters(in.parameters, what, &region,
+                                                                      &(*sources)[i].shm.offset,
+                                                                      &(*sources)[i].shm.byte_size),
+                                                path));
     if (in_shm) {
       if (shm == nullptr || !shm->enabled()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            what, " names shared memory region ", Quote(region),
-            " but system shared memory is off on this server (--shared_memory=system)"));
+        return InvalidArgumentAt(
+            absl::StrCat(path, ".parameters.", kShmRegion),
+            absl::StrCat(
+                what, " names shared memory region ", Quote(region),
+                " but system shared memory is off on this server (--shared_memory=system)"));
       }
       if (in.typed != nullptr) {
-        return absl::InvalidArgumentError(
+        return InvalidArgumentAt(
+            absl::StrCat(path, ".contents"),
             absl::StrCat(what, " has both contents and a shared memory region; use one"));
       }
       absl::StatusOr<std::shared_ptr<const ShmRegion>> r = shm->Find(owner, region);
@@ -430,18 +478,22 @@ absl::Status PreparedInfer::LocateInputs(const InferRequest& request, const ShmR
     }
     if (raw_mode) {
       if (in.typed != nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            what,
-            " has typed contents but the request also has raw_input_contents; either every "
-            "input (not in shared memory) is raw or none is"));
+        return InvalidArgumentAt(
+            absl::StrCat(path, ".contents"),
+            absl::StrCat(
+                what,
+                " has typed contents but the request also has raw_input_contents; either every "
+                "input (not in shared memory) is raw or none is"));
       }
       (*sources)[i].raw_index = num_raw++;
     }
   }
   if (raw_mode && num_raw != num_raw_inputs) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "raw_input_contents has ", num_raw_inputs, " entries but ", num_raw,
-        " inputs are not in shared memory; give one entry per such input, in the order of inputs"));
+    return InvalidArgumentAt(
+        "raw_input_contents",
+        absl::StrCat("raw_input_contents has ", num_raw_inputs, " entries but ", num_raw,
+                     " inputs are not in shared memory; give one entry per such input, in the "
+                     "order of inputs"));
   }
 
   return absl::OkStatus();
@@ -453,7 +505,8 @@ absl::Status PreparedInfer::DecodeInput(const InferRequest& request, int i, bool
   const std::string what = absl::StrCat("input ", Quote(in.name));
   const DType dtype = DTypeFromOip(in.datatype);
   if (dtype == DType::kInvalid) {
-    return absl::InvalidArgumentError(
+    return InvalidArgumentAt(
+        ".datatype",
         absl::StrCat(what, ": datatype ", Quote(in.datatype), " is not one of ", OipDatatypeList(),
                      " (COMPLEX and FLOAT8 tensors are served by tensorops.v1.TensorOps only)"));
   }
@@ -486,14 +539,16 @@ absl::StatusOr<DecodedTensor> PreparedInfer::DecodeShmInput(const InferInput& in
   const absl::Span<const int64_t> dims = in.shape;
   DecodedTensor t;
   ASSIGN_OR_RETURN(const int64_t num_bytes, CheckShape(dtype, dims, what, limits));
-  ASSIGN_OR_RETURN(char* bytes, use.region->Bytes(use.offset, use.byte_size, what));
+  ASSIGN_OR_RETURN(char* bytes, AtField(use.region->Bytes(use.offset, use.byte_size, what),
+                                        absl::StrCat(".parameters.", kShmByteSize)));
   if (dtype == DType::kString && use.byte_size > static_cast<uint64_t>(limits.max_tensor_bytes)) {
     return absl::ResourceExhaustedError(
         absl::StrCat(what, ": shared_memory_byte_size ", use.byte_size, " is more than ",
                      limits.max_tensor_bytes, " bytes (--max_tensor_bytes)"));
   }
   if (dtype != DType::kString && static_cast<uint64_t>(num_bytes) != use.byte_size) {
-    return absl::InvalidArgumentError(
+    return InvalidArgumentAt(
+        absl::StrCat(".parameters.", kShmByteSize),
         absl::StrCat(what, ": shared memory region ", Quote(use.region->name()),
                      ": shared_memory_byte_size is ", use.byte_size, " but shape ",
                      ShapeToString(dims), " of ", in.datatype, " needs ", num_bytes));
@@ -510,9 +565,10 @@ absl::StatusOr<DecodedTensor> PreparedInfer::DecodeShmInput(const InferInput& in
     std::string* buffer = copy.get();
     buffer->resize(use.byte_size);
     if (!RunCatchingSigbus([&] { std::memcpy(&(*buffer)[0], bytes, use.byte_size); })) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": shared memory region ",
-                                                     Quote(use.region->name()),
-                                                     " was truncated while it was read"));
+      return InvalidArgumentAt(
+          absl::StrCat(".parameters.", kShmRegion),
+          absl::StrCat(what, ": shared memory region ", Quote(use.region->name()),
+                       " was truncated while it was read"));
     }
     ASSIGN_OR_RETURN(t, DecodeRaw(dtype, dims, *buffer, what, "(shared memory)", limits));
     shm_copies_.push_back(std::move(copy));
@@ -527,8 +583,9 @@ absl::StatusOr<DecodedTensor> PreparedInfer::DecodeContents(const InferInput& in
   const absl::Span<const int64_t> dims = in.shape;
   DecodedTensor t;
   if ((dtype == DType::kFloat16 || dtype == DType::kBFloat16) && in.typed != nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": ", in.datatype, " has no typed contents field; send it in raw_input_contents"));
+    return InvalidArgumentAt(
+        ".contents", absl::StrCat(what, ": ", in.datatype,
+                                  " has no typed contents field; send it in raw_input_contents"));
   }
   if (in.typed != nullptr) {
     ASSIGN_OR_RETURN(t, in.typed->Decode(dtype, dims, what, limits));
@@ -537,9 +594,10 @@ absl::StatusOr<DecodedTensor> PreparedInfer::DecodeContents(const InferInput& in
     ASSIGN_OR_RETURN(const int64_t num_bytes,
                      CheckShape(dtype, dims, what, limits, /*string_chars=*/0));
     if (num_bytes != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, " has no data: set ", dtype == DType::kString ? "" : "raw_input_contents or ",
-          "contents.", TypedContentsField(dtype)));
+      return InvalidArgumentAt(".contents",
+                               absl::StrCat(what, " has no data: set ",
+                                            dtype == DType::kString ? "" : "raw_input_contents or ",
+                                            "contents.", TypedContentsField(dtype)));
     }
     t.encoding = Encoding::kRaw;
     t.view.dtype = dtype;
@@ -556,16 +614,19 @@ absl::StatusOr<std::vector<ChainStep>> PreparedInfer::DecodeChainParameter(
   for (const auto& [key, value] : request.parameters) {
     if (key != kChainParameter) continue;
     const std::string what = absl::StrCat("parameter '", kChainParameter, "'");
+    const std::string path = absl::StrCat("parameters.", kChainParameter);
     if (chain_ != nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " is given twice"));
+      return InvalidArgumentAt(path, absl::StrCat(what, " is given twice"));
     }
     if (value.kind != InferParam::Kind::kString) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " must be a string: a JSON array of tensorops.v1.Step objects"));
+      return InvalidArgumentAt(
+          path, absl::StrCat(what, " must be a string: a JSON array of tensorops.v1.Step objects"));
     }
     auto chain = std::make_unique<google::protobuf::RepeatedPtrField<v1::Step>>();
-    ASSIGN_OR_RETURN(*chain, ParseChainJson(value.string_value, what));
-    ASSIGN_OR_RETURN(steps, DecodeChain(*chain, limits, &input_bytes_, &chain_inputs_));
+    ASSIGN_OR_RETURN(*chain, AtField(ParseChainJson(value.string_value, what), path));
+    // Its steps' paths ("then[0].inputs[1].int64_data") are inside the parameter.
+    ASSIGN_OR_RETURN(
+        steps, AtField(DecodeChain(*chain, limits, &input_bytes_, &chain_inputs_), "parameters."));
     chain_ = std::move(chain);
   }
   return steps;
@@ -583,44 +644,55 @@ absl::Status PreparedInfer::SelectOutputs(const InferRequest& request, const Shm
       outputs_.push_back(std::move(out));
     }
   }
-  for (const InferRequestedOutput& req : request.outputs) {
+  for (size_t q = 0; q < request.outputs.size(); ++q) {
+    const InferRequestedOutput& req = request.outputs[q];
     const std::string what = absl::StrCat("output ", Quote(req.name));
+    const std::string path = absl::StrCat("outputs[", q, "]");
+    const std::string shm_path = absl::StrCat(path, ".parameters.", kShmRegion);
+    const std::string size_path = absl::StrCat(path, ".parameters.", kShmByteSize);
     int o = 0;
     while (o < num_out && spec.outputs[o].name != req.name) ++o;
     if (o == num_out) {
       std::vector<std::string> names;
       for (const OutputSpec& out : spec.outputs) names.push_back(absl::StrCat("'", out.name, "'"));
-      return absl::InvalidArgumentError(absl::StrCat("unknown ", what, " for model ", spec.name,
-                                                     "; its outputs are ",
-                                                     absl::StrJoin(names, ", ")));
+      return InvalidArgumentAt(absl::StrCat(path, ".name"),
+                               absl::StrCat("unknown ", what, " for model ", spec.name,
+                                            "; its outputs are ", absl::StrJoin(names, ", ")));
     }
     for (const Output& seen : outputs_) {
       if (seen.spec_index == o) {
-        return absl::InvalidArgumentError(absl::StrCat(what, " is requested twice"));
+        return InvalidArgumentAt(absl::StrCat(path, ".name"),
+                                 absl::StrCat(what, " is requested twice"));
       }
     }
     Output out;
     out.spec_index = o;
+    out.request_index = static_cast<int>(q);
     absl::string_view region;
-    ASSIGN_OR_RETURN(out.in_shm, ParseTensorParameters(req.parameters, what, &region,
-                                                       &out.shm.offset, &out.shm.byte_size));
+    ASSIGN_OR_RETURN(out.in_shm, AtField(ParseTensorParameters(req.parameters, what, &region,
+                                                               &out.shm.offset, &out.shm.byte_size),
+                                         path));
     if (out.in_shm) {
       if (shm == nullptr || !shm->enabled()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            what, " names shared memory region ", Quote(region),
-            " but system shared memory is off on this server (--shared_memory=system)"));
+        return InvalidArgumentAt(
+            shm_path,
+            absl::StrCat(
+                what, " names shared memory region ", Quote(region),
+                " but system shared memory is off on this server (--shared_memory=system)"));
       }
       absl::StatusOr<std::shared_ptr<const ShmRegion>> r = shm->Find(owner, region);
       if (!r.ok()) return absl::NotFoundError(absl::StrCat(what, ": ", r.status().message()));
       out.shm.region = *std::move(r);
-      RETURN_IF_ERROR(out.shm.region->Bytes(out.shm.offset, out.shm.byte_size, what).status());
+      RETURN_IF_ERROR(PrefixErrorFieldPath(
+          out.shm.region->Bytes(out.shm.offset, out.shm.byte_size, what).status(), size_path));
       // BYTES outputs are sized when they are written.
       if (op_.dtype != DType::kString &&
           static_cast<uint64_t>(output_bytes()) > out.shm.byte_size) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            what, ": shared memory region ", Quote(region), ": shared_memory_byte_size is ",
-            out.shm.byte_size, " but the output (shape ", ShapeToString(op_.shape), " of ",
-            OipDatatype(op_.dtype), ") needs ", output_bytes()));
+        return InvalidArgumentAt(
+            size_path, absl::StrCat(what, ": shared memory region ", Quote(region),
+                                    ": shared_memory_byte_size is ", out.shm.byte_size,
+                                    " but the output (shape ", ShapeToString(op_.shape), " of ",
+                                    OipDatatype(op_.dtype), ") needs ", output_bytes()));
       }
       // Kernels never read what they write: the data input (read in place)
       // and this output must not share bytes.
@@ -629,9 +701,10 @@ absl::Status PreparedInfer::SelectOutputs(const InferRequest& request, const Shm
         const ShmUse& in = shm_inputs_.front();
         if (out.shm.region->Overlaps(out.shm.offset, out.shm.byte_size, *in.region, in.offset,
                                      in.byte_size)) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              what, ": its shared memory range overlaps input '", spec.inputs[0].name, "' (region ",
-              Quote(in.region->name()), "); give the output its own bytes"));
+          return InvalidArgumentAt(
+              shm_path, absl::StrCat(what, ": its shared memory range overlaps input '",
+                                     spec.inputs[0].name, "' (region ", Quote(in.region->name()),
+                                     "); give the output its own bytes"));
         }
       }
     }
@@ -689,17 +762,21 @@ absl::Status PreparedInfer::Run(InferResponseWriter* response, ThreadPool* pool,
       }
       response->AddOutput(name, datatype, shape, 0);
       const std::string what = absl::StrCat("output ", Quote(name));
+      const std::string path = absl::StrCat("outputs[", o.request_index, "].parameters.");
       if (static_cast<uint64_t>(size) > o.shm.byte_size) {
-        return absl::InvalidArgumentError(
+        return InvalidArgumentAt(
+            absl::StrCat(path, kShmByteSize),
             absl::StrCat(what, ": shared memory region ", Quote(o.shm.region->name()),
                          ": shared_memory_byte_size is ", o.shm.byte_size,
                          " but the BYTES output needs ", size));
       }
-      ASSIGN_OR_RETURN(char* dst, o.shm.region->Bytes(o.shm.offset, o.shm.byte_size, what));
+      ASSIGN_OR_RETURN(char* dst, AtField(o.shm.region->Bytes(o.shm.offset, o.shm.byte_size, what),
+                                          absl::StrCat(path, kShmByteSize)));
       if (!RunCatchingSigbus([&] { WriteRawBytes(result.view(), dst); })) {
-        return absl::InvalidArgumentError(absl::StrCat(what, ": shared memory region ",
-                                                       Quote(o.shm.region->name()),
-                                                       " was truncated while it was written"));
+        return InvalidArgumentAt(
+            absl::StrCat(path, kShmRegion),
+            absl::StrCat(what, ": shared memory region ", Quote(o.shm.region->name()),
+                         " was truncated while it was written"));
       }
       continue;
     }

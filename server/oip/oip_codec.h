@@ -118,6 +118,7 @@ class PreparedInfer {
   };
   struct Output {
     int spec_index = 0;
+    int request_index = -1;  // in request.outputs; -1 when none were named
     bool in_shm = false;
     ShmUse shm;
   };
@@ -149,6 +150,15 @@ class PreparedInfer {
   static absl::StatusOr<DecodedTensor> DecodeContents(const InferInput& in, DType dtype,
                                                       const std::string& what,
                                                       const RequestLimits& limits);
+  // An error's field path from the kernels' op vocabulary onto the
+  // request's own fields: the op's inputs[s] is the request's
+  // inputs[slot[s]] (.dtype its .datatype; .data its
+  // parameters.shared_memory_region when it is there, else .data[k] for the
+  // door to name: raw_input_contents, contents, JSON data or a binary
+  // block); attrs.x is parameters.x, then... is parameters.then...
+  std::string RequestFieldPath(const std::vector<int>& slot,
+                               const std::vector<InputSource>& sources,
+                               absl::string_view op_path) const;
   // The `then` parameter's steps (a chain after this model's op), if any.
   absl::StatusOr<std::vector<ChainStep>> DecodeChainParameter(const InferRequest& request,
                                                               const RequestLimits& limits);

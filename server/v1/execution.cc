@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/field_path.h"
 #include "kernels/status_macros.h"
 #include "wire/attrs_codec.h"
 #include "wire/chain_codec.h"
@@ -19,8 +20,9 @@ absl::StatusOr<std::unique_ptr<PreparedExecution>> PreparedExecution::Make(
   // sum stops growing once past max_request_bytes, so it cannot overflow.
   int64_t request_bytes = 0;
   for (int i = 0; i < request.inputs_size(); ++i) {
+    const std::string what = absl::StrCat("inputs[", i, "]");
     ASSIGN_OR_RETURN(DecodedTensor t,
-                     DecodeTensor(request.inputs(i), absl::StrCat("inputs[", i, "]"), &limits));
+                     AtField(DecodeTensor(request.inputs(i), what, &limits), what));
     const int64_t bytes = DecodedBytes(t.view);
     if (bytes > limits.max_request_bytes - request_bytes) {
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -34,8 +36,15 @@ absl::StatusOr<std::unique_ptr<PreparedExecution>> PreparedExecution::Make(
   // A chain's steps: their own (small) inputs decoded under the same limits.
   ASSIGN_OR_RETURN(std::vector<ChainStep> steps,
                    DecodeChain(request.then(), limits, &request_bytes, &exec->inputs_));
-  ASSIGN_OR_RETURN(exec->op_,
-                   registry.PrepareChain(request.op(), views, DecodeAttrs(request.attrs()), steps));
+  // The kernels name op inputs; the caller sees the request's own fields.
+  absl::StatusOr<PreparedOp> op =
+      registry.PrepareChain(request.op(), views, DecodeAttrs(request.attrs()), steps);
+  if (!op.ok()) {
+    return MapErrorFieldPath(op.status(), [&request](absl::string_view path) {
+      return ExecuteFieldPath(request.inputs(), request.then(), path);
+    });
+  }
+  exec->op_ = *std::move(op);
   // The output (and a chain's scratch) is allocated only when the kernel
   // runs; count it now.
   const int64_t run_bytes = exec->output_bytes() + exec->op_.scratch_bytes();

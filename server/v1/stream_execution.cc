@@ -5,8 +5,10 @@
 #include <mutex>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "kernels/field_path.h"
 #include "kernels/shape.h"
 #include "kernels/status_macros.h"
 #include "wire/attrs_codec.h"
@@ -79,6 +81,19 @@ constexpr int64_t kMaxFlowBytes = int64_t{1} << 60;
 
 }  // namespace
 
+absl::Status StreamedExecution::InHeader(absl::Status status) const {
+  // The kernels name op inputs; a stream's are its header's, their data the
+  // chunks' (no field of the header holds an element).
+  return MapErrorFieldPath(std::move(status), [this](absl::string_view path) {
+    int64_t i = 0;
+    absl::string_view rest;
+    if (SplitIndexedPath(path, "inputs", &i, &rest)) {
+      return absl::StrCat("header.inputs[", i, "]", ConsumeDataPath(&rest) ? "" : rest);
+    }
+    return absl::StrCat("header.", ExecuteFieldPath({}, chain_, path));
+  });
+}
+
 absl::StatusOr<std::unique_ptr<StreamedExecution>> StreamedExecution::Begin(
     const OpRegistry& registry, const v1::StreamHeader& header, const RequestLimits& limits) {
   std::unique_ptr<StreamedExecution> s(new StreamedExecution());
@@ -93,11 +108,11 @@ absl::StatusOr<std::unique_ptr<StreamedExecution>> StreamedExecution::Begin(
     const bool flowing_data = header.flow() && i == 0;
     RETURN_IF_ERROR(s->AddInput(header.inputs(i), i, flowing_data, &total, &views));
   }
-  ASSIGN_OR_RETURN(s->def_, registry.CheckCall(header.op(), views, s->attrs_));
+  ASSIGN_OR_RETURN(s->def_, s->InHeader(registry.CheckCall(header.op(), views, s->attrs_)));
   // What the op will write, from its inference: reserved (and budgeted)
   // before a byte is uploaded.
-  ASSIGN_OR_RETURN(std::vector<TensorType> outputs, s->def_->infer(views, s->attrs_));
-  RETURN_IF_ERROR(s->CheckChainSteps(header, outputs));
+  ASSIGN_OR_RETURN(std::vector<TensorType> outputs, s->InHeader(s->def_->infer(views, s->attrs_)));
+  RETURN_IF_ERROR(s->InHeader(s->CheckChainSteps(header, outputs)));
   RETURN_IF_ERROR(s->AddOutput(outputs, header.flow(), &total));
   if (header.flow()) {
     s->flow_ = true;
@@ -115,20 +130,25 @@ absl::Status StreamedExecution::AddInput(const v1::TensorHeader& h, int i, bool 
   const std::string what = absl::StrCat("header.inputs[", i, "]");
   const DType dtype = FromProtoDataType(h.dtype());
   if (dtype == DType::kInvalid) {
-    return absl::InvalidArgumentError(
+    return InvalidArgumentAt(
+        absl::StrCat(what, ".dtype"),
         absl::StrCat(what, ".dtype is ", static_cast<int>(h.dtype()), ", not an element type"));
   }
   if (dtype == DType::kString) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ".dtype is STRING, which has no fixed-width layout to stream; use Execute"));
+    return InvalidArgumentAt(
+        absl::StrCat(what, ".dtype"),
+        absl::StrCat(what,
+                     ".dtype is STRING, which has no fixed-width layout to stream; use Execute"));
   }
   if (h.shape_size() > limits_.max_rank) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " has rank ", h.shape_size(), "; the limit is ", limits_.max_rank, " (--max_rank)"));
+    return InvalidArgumentAt(absl::StrCat(what, ".shape"),
+                             absl::StrCat(what, " has rank ", h.shape_size(), "; the limit is ",
+                                          limits_.max_rank, " (--max_rank)"));
   }
   const absl::Span<const int64_t> dims(h.shape().data(), h.shape_size());
   ASSIGN_OR_RETURN(const int64_t bytes,
-                   CheckedByteSize(dims, ElementWidth(dtype), absl::StrCat(what, ".shape")));
+                   AtField(CheckedByteSize(dims, ElementWidth(dtype), absl::StrCat(what, ".shape")),
+                           absl::StrCat(what, ".shape")));
   if (flowing_data ? bytes > kMaxFlowBytes : bytes > limits_.max_stream_bytes - *total) {
     return TooBig(limits_, what, bytes, dims, dtype);
   }
@@ -205,33 +225,36 @@ absl::Status StreamedExecution::CheckChunk(int i, uint64_t offset, int64_t n,
                                            absl::Span<const absl::string_view> pieces) const {
   const Input& in = inputs_[i];
   if (n == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("empty chunk for ", InputName(*def_, i), " at offset ", offset));
+    return InvalidArgumentAt(
+        "chunk.data", absl::StrCat("empty chunk for ", InputName(*def_, i), " at offset ", offset));
   }
   if (n > limits_.stream_chunk_bytes) {
-    return absl::InvalidArgumentError(
+    return InvalidArgumentAt(
+        "chunk.data",
         absl::StrCat("chunk of ", n, " bytes for ", InputName(*def_, i), " exceeds the limit of ",
                      limits_.stream_chunk_bytes, " bytes (--stream_chunk_bytes)"));
   }
   if (offset != static_cast<uint64_t>(in.received)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "chunk for ", InputName(*def_, i), " at offset ", offset, ", expected offset ", in.received,
-        ": each input's chunks must come in order, without gaps or repeats"));
+    return InvalidArgumentAt(
+        "chunk.offset",
+        absl::StrCat("chunk for ", InputName(*def_, i), " at offset ", offset, ", expected offset ",
+                     in.received,
+                     ": each input's chunks must come in order, without gaps or repeats"));
   }
   if (n > in.bytes - in.received) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("chunk for ", InputName(*def_, i), " runs past its end: offset ", in.received,
-                     " + ", n, " bytes > ", in.bytes, " bytes (shape ", ShapeToString(in.shape),
-                     " of ", DTypeName(in.dtype), ")"));
+    return InvalidArgumentAt(
+        "chunk.data", absl::StrCat("chunk for ", InputName(*def_, i), " runs past its end: offset ",
+                                   in.received, " + ", n, " bytes > ", in.bytes, " bytes (shape ",
+                                   ShapeToString(in.shape), " of ", DTypeName(in.dtype), ")"));
   }
   if (in.dtype == DType::kBool) {
     // As Execute: a BOOL is one byte, 0 or 1 (kernels and readers rely on it).
     int64_t at = in.received;
     for (absl::string_view p : pieces) {
       if (const int64_t k = FindInvalidBool(p); k >= 0) {
-        return absl::InvalidArgumentError(absl::StrCat(InputName(*def_, i), " byte ", at + k, " = ",
-                                                       int{static_cast<uint8_t>(p[k])},
-                                                       " is not a valid BOOL (0 or 1)"));
+        return InvalidArgumentAt("chunk.data", absl::StrCat(InputName(*def_, i), " byte ", at + k,
+                                                            " = ", int{static_cast<uint8_t>(p[k])},
+                                                            " is not a valid BOOL (0 or 1)"));
       }
       at += static_cast<int64_t>(p.size());
     }
@@ -244,7 +267,8 @@ absl::Status StreamedExecution::AddChunk(uint32_t tensor, uint64_t offset,
                                          uint32_t chunk_crc, std::vector<OutputChunk>* out) {
   const int64_t num_inputs = static_cast<int64_t>(inputs_.size());
   if (tensor >= num_inputs) {
-    return absl::InvalidArgumentError(
+    return InvalidArgumentAt(
+        "chunk.tensor",
         absl::StrCat("chunk.tensor is ", tensor, " but the header has ", num_inputs, " inputs"));
   }
   const int i = static_cast<int>(tensor);
@@ -344,11 +368,11 @@ absl::Status StreamedExecution::MakePlan() {
   std::vector<TensorView> views;
   views.push_back(TensorView{data.dtype, data.shape, nullptr});
   for (size_t i = 1; i < inputs_.size(); ++i) views.push_back(inputs_[i].tensor.view());
-  ASSIGN_OR_RETURN(Movement first, def_->movement(views, attrs_));
+  ASSIGN_OR_RETURN(Movement first, InHeader(def_->movement(views, attrs_)));
   std::vector<Movement> movements = {std::move(first)};
   if (!steps_.empty()) {
     ASSIGN_OR_RETURN(std::vector<Movement> rest,
-                     registry_->CheckChain(TensorType{data.dtype, data.shape}, steps_));
+                     InHeader(registry_->CheckChain(TensorType{data.dtype, data.shape}, steps_)));
     for (Movement& m : rest) movements.push_back(std::move(m));
   }
   plan_ = FlowPlan::Make(data.dtype, data.shape, movements, limits_.stream_chunk_bytes,
@@ -409,9 +433,11 @@ absl::Status StreamedExecution::EndOfInput() {
   for (int i = 0; i < static_cast<int>(inputs_.size()); ++i) {
     Input& in = inputs_[i];
     if (in.received < in.bytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "stream ended after ", in.received, " of ", in.bytes, " bytes of ", InputName(*def_, i),
-          " (shape ", ShapeToString(in.shape), " of ", DTypeName(in.dtype), ")"));
+      return InvalidArgumentAt(
+          absl::StrCat("header.inputs[", i, "]"),
+          absl::StrCat("stream ended after ", in.received, " of ", in.bytes, " bytes of ",
+                       InputName(*def_, i), " (shape ", ShapeToString(in.shape), " of ",
+                       DTypeName(in.dtype), ")"));
     }
     if (in.crc != in.expected_crc) {
       return absl::DataLossError(
@@ -434,7 +460,8 @@ absl::Status StreamedExecution::Run(ThreadPool* pool, int64_t min_parallel_bytes
   views.reserve(inputs_.size());
   for (const Input& in : inputs_) views.push_back(in.tensor.view());
   // Prepare checks the plan against the op's inference, which Begin budgeted.
-  ASSIGN_OR_RETURN(PreparedOp op, registry_->PrepareChain(def_->spec.name, views, attrs_, steps_));
+  ASSIGN_OR_RETURN(PreparedOp op,
+                   InHeader(registry_->PrepareChain(def_->spec.name, views, attrs_, steps_)));
   if (op.then.empty()) {
     output_ = std::make_shared<Tensor>(op.dtype, op.shape);
     RunPrepared(op, output_->mutable_data(), pool, min_parallel_bytes);

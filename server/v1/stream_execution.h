@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -152,6 +153,15 @@ class StreamedExecution {
                         std::vector<TensorView>* views);
   absl::Status CheckChainSteps(const v1::StreamHeader& header,
                                const std::vector<TensorType>& outputs);
+  // An error's field path from the kernels' op vocabulary onto the
+  // ExecuteStreamRequest's own fields (header.inputs[i], header.attrs.x,
+  // header.then[s]...).
+  absl::Status InHeader(absl::Status status) const;
+  template <typename T>
+  absl::StatusOr<T> InHeader(absl::StatusOr<T> value) const {
+    if (value.ok()) return value;
+    return InHeader(std::move(value).status());
+  }
   absl::Status AddOutput(const std::vector<TensorType>& outputs, bool flow, int64_t* total);
 
   absl::Status CheckChunk(int i, uint64_t offset, int64_t n,

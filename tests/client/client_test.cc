@@ -172,10 +172,10 @@ TEST_F(ClientTest, ServerErrorsKeepCodeAndMessage) {
       client_->Roll(Tensor(k4x3, {4, 3}), Tensor::Scalar<int64_t>(1), Tensor::Scalar<int64_t>(2));
   EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(out.status().message(), "Roll: axes[0] = 2 is out of range [-2, 1] for data of rank 2");
-  // Its google.rpc.BadRequest: the field the message names, in its words.
+  // Its google.rpc.BadRequest: the request field (the SDK sends raw_data), the message.
   const ErrorDetails details = GetErrorDetails(out.status());
   ASSERT_EQ(details.field_violations.size(), 1u);
-  EXPECT_EQ(details.field_violations[0].field, "axes[0]");
+  EXPECT_EQ(details.field_violations[0].field, "inputs[2].raw_data");
   EXPECT_EQ(details.field_violations[0].description, out.status().message());
   EXPECT_THAT(details.type_urls, ElementsAre("type.googleapis.com/google.rpc.BadRequest"));
   EXPECT_FALSE(details.retry_delay.has_value());

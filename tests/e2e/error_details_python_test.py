@@ -8,7 +8,7 @@ used. Cases:
 
 - gRPC: an INVALID_ARGUMENT Execute carries grpc-status-details-bin, a
   google.rpc.Status of the same code and message whose one detail is a
-  google.rpc.BadRequest: the field the message names and, as its
+  google.rpc.BadRequest: the request field at fault (made with the error) and, as its
   description, the message itself (a bad axis, a bad shape, a bad attribute,
   a chain step);
 - REST: the same request's 400 answer is {"error": message, "details": [...]},
@@ -101,7 +101,7 @@ class ErrorDetailsTest(unittest.TestCase):
         step.attrs["seq_axis"] = 7
         cases = [
             # (request, field)
-            (roll([2, 2], [1, 2, 3, 4], [1], [5]), "axes[0]"),
+            (roll([2, 2], [1, 2, 3, 4], [1], [5]), "inputs[2].int64_data[0]"),
             (roll([2, 3], [1, 2, 3, 4], [1], [0]), "inputs[0].int32_data"),
             (roll([2, -2], [1, 2, 3, 4], [1], [0]), "inputs[0].shape[1]"),
         ]
@@ -132,11 +132,14 @@ class ErrorDetailsTest(unittest.TestCase):
             {"code": 3, "message": answer["error"], "details": answer["details"]},
             status_pb2.Status())
         bad = bad_request_of(status)
-        self.assertEqual(bad.field_violations[0].field, "axes[0]")
+        self.assertEqual(bad.field_violations[0].field, "inputs[2].data[0]")
         self.assertEqual(bad.field_violations[0].description, answer["error"])
-        # The same words as the gRPC door's for the same request.
+        # The same message as the gRPC door's for the same request; each
+        # door's field in its own request's terms.
         grpc_status = self.grpc_details(roll([2, 2], [1, 2, 3, 4], [1], [5]))
-        self.assertEqual(bad_request_of(grpc_status).field_violations[0].field, "axes[0]")
+        self.assertEqual(grpc_status.message, answer["error"])
+        self.assertEqual(bad_request_of(grpc_status).field_violations[0].field,
+                         "inputs[2].int64_data[0]")
         conn.close()
 
 

@@ -5,6 +5,7 @@
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 #include "gtest/gtest.h"
+#include "kernels/field_path.h"
 #include "wire/status.h"
 
 namespace tensorops {
@@ -82,61 +83,34 @@ TEST(StatusDetailsTest, DetailsOfAnotherStatusOrGarbageAreIgnored) {
   EXPECT_EQ(DecodeStatusDetails(absl::OkStatus(), bin), absl::OkStatus());
 }
 
-TEST(StatusDetailsTest, FieldPathOfMessages) {
-  struct Row {
-    const char* message;
-    const char* field;
-  };
-  // Messages as the checks write them (kernels/, wire/, server/oip/, the
-  // REST binding), and the path each names.
-  const Row kRows[] = {
-      {"inputs[0].shape has rank 9; at most 8 dimensions", "inputs[0].shape"},
-      {"inputs[1].shape[0] = -1 is negative", "inputs[1].shape[0]"},
-      {"Roll: input 'shift' (inputs[1]) has type FLOAT32; allowed: INT32, INT64", "inputs[1]"},
-      {"Roll: axes[0] = 2 is out of range [-2, 1] for data of rank 2", "axes[0]"},
-      {"Reverse: attribute 'mode' = 'sideways' must be index or mask", "attrs.mode"},
-      {"then[2] (Roll): input 'shift' (inputs[1]) has type FLOAT32", "then[2]"},
-      {"then[0] (ReverseSequence): attribute 'seq_axis' = 5 is out of range",
-       "then[0].attrs.seq_axis"},
-      {"request.parameters.binary_data_output must be true or false",
-       "request.parameters.binary_data_output"},
-      {"parameter 'timeout' must be an integer >= 0", "parameters.timeout"},
-      {"input 'data': shape [2] has 2 elements, data has 3", "inputs.data"},
-      // Quoted text is the client's, not a path.
-      {"unknown field 'a.b[0]' in the request", ""},
-      {"the request must be a JSON object", ""},
-      // A sentence's full stop is not a path's dot.
-      {"the body ends early. send more", ""},
-  };
-  for (const Row& row : kRows) {
-    SCOPED_TRACE(row.message);
-    EXPECT_EQ(FieldPathOf(row.message), row.field);
-  }
-}
-
-TEST(StatusDetailsTest, InvalidArgumentGetsBadRequestWithTheMessage) {
-  const absl::Status s =
-      WithDerivedBadRequest(absl::InvalidArgumentError("inputs[1].shape[0] = -1 is negative"));
+TEST(StatusDetailsTest, InvalidArgumentGetsBadRequestWithItsPathAndMessage) {
+  // The field is the path the error was made with (kernels/field_path.h),
+  // whatever the message says: a message naming another path changes nothing.
+  const absl::Status s = WithBadRequest(
+      InvalidArgumentAt("inputs[2].int64_data[0]", "Roll: axes[0] = 5 is out of range"));
   const std::vector<FieldViolation> v = FieldViolations(s);
   ASSERT_EQ(v.size(), 1u);
-  EXPECT_EQ(v[0].field, "inputs[1].shape[0]");
+  EXPECT_EQ(v[0].field, "inputs[2].int64_data[0]");
   EXPECT_EQ(v[0].description, s.message());
+  // Made without a path (the request as a whole): a BadRequest without a field.
+  const absl::Status whole = WithBadRequest(absl::InvalidArgumentError("inputs[1].shape bad"));
+  ASSERT_EQ(FieldViolations(whole).size(), 1u);
+  EXPECT_EQ(FieldViolations(whole)[0].field, "");
   // One already attached is kept as it is.
-  const absl::Status own = WithDerivedBadRequest(
+  const absl::Status own = WithBadRequest(
       WithFieldViolation(absl::InvalidArgumentError("x"), "attrs.mode", "its own words"));
   ASSERT_EQ(FieldViolations(own).size(), 1u);
   EXPECT_EQ(FieldViolations(own)[0].description, "its own words");
   // Other codes get none.
-  EXPECT_TRUE(FieldViolations(WithDerivedBadRequest(absl::NotFoundError("inputs[0]"))).empty());
+  EXPECT_TRUE(FieldViolations(WithBadRequest(absl::NotFoundError("inputs[0]"))).empty());
   // Non-ASCII bytes a client sent become '?' (proto3 strings are UTF-8).
-  const absl::Status quoted =
-      WithDerivedBadRequest(absl::InvalidArgumentError("unknown op '\xff\xfe'"));
+  const absl::Status quoted = WithBadRequest(InvalidArgumentAt("op", "unknown op '\xff\xfe'"));
   EXPECT_EQ(FieldViolations(quoted)[0].description, "unknown op '\?\?'");
 }
 
 TEST(StatusDetailsTest, BadRequestOnTheGrpcWire) {
   const grpc::Status g =
-      ToGrpcStatus(absl::InvalidArgumentError("inputs[0].shape[1] = -3 is negative"));
+      ToGrpcStatus(InvalidArgumentAt("inputs[0].shape[1]", "inputs[0].shape[1] = -3 is negative"));
   google::rpc::Status wire;
   ASSERT_TRUE(wire.ParseFromString(g.error_details()));
   EXPECT_EQ(wire.code(), 3);
@@ -154,7 +128,7 @@ TEST(StatusDetailsTest, BadRequestOnTheGrpcWire) {
 TEST(StatusDetailsTest, DetailsAsProto3Json) {
   EXPECT_EQ(StatusDetailsJson(absl::InvalidArgumentError("x")), "");
   EXPECT_EQ(
-      StatusDetailsJson(WithDerivedBadRequest(absl::InvalidArgumentError("attribute 'mode' bad"))),
+      StatusDetailsJson(WithBadRequest(InvalidArgumentAt("attrs.mode", "attribute 'mode' bad"))),
       "[{\"@type\":\"type.googleapis.com/google.rpc.BadRequest\",\"fieldViolations\":"
       "[{\"field\":\"attrs.mode\",\"description\":\"attribute 'mode' bad\"}]}]");
   const std::string refused = StatusDetailsJson(Refused());

@@ -16,6 +16,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/http/oip_json.h"
 
 namespace tensorops {
 namespace {
