@@ -24,6 +24,7 @@ start is above 1.5 the guard prints "skipped: load average X > 1.5" and exits
 Starts its servers on 127.0.0.1 (port 0) and stops them by PID.
 
 Usage: bench/speed_guard.py BUILD_DIR [--max_load=1.5] [--only=unary,stream,kernels]
+                             [--stream_mib=1024] (less: to try the script, not a figure)
 """
 import json
 import os
@@ -140,8 +141,7 @@ def unary_cells(build, echo, tensorops):
     return cells
 
 
-def stream_cell(build, echo, tensorops):
-    size = 1 << 30
+def stream_cell(build, echo, tensorops, size):
     echo_lines = run_json([
         os.path.join(build, "bench", "load_tool"), "--mode=stream", "--target=echo",
         "--address=127.0.0.1:%d" % echo.port, "--tensor_bytes=%d" % size, "--calls=3",
@@ -155,7 +155,7 @@ def stream_cell(build, echo, tensorops):
     echo_s = min(l["seconds"] for l in echo_lines)
     sdk_s = min(l["seconds"] for l in sdk_lines)
     return {"SDK 1 GiB streamed Roll / duplex echo": (
-        echo_s / sdk_s, "best %.3f s / %.3f s of 3" % (sdk_s, echo_s))}
+        echo_s / sdk_s, "best of 3: %.3f s / %.3f s for %d MiB" % (sdk_s, echo_s, size >> 20))}
 
 
 def kernel_cells(build):
@@ -188,9 +188,12 @@ def main(argv):
     build = None
     max_load = 1.5
     only = {"unary", "stream", "kernels"}
+    stream_bytes = 1 << 30
     for a in argv[1:]:
         if a.startswith("--max_load="):
             max_load = float(a.split("=", 1)[1])
+        elif a.startswith("--stream_mib="):  # a quick check of the script itself
+            stream_bytes = int(a.split("=", 1)[1]) << 20
         elif a.startswith("--only="):
             only = set(a.split("=", 1)[1].split(","))
         elif a.startswith("-"):
@@ -224,7 +227,7 @@ def main(argv):
                 if "unary" in only:
                     cells.update(unary_cells(build, echo, tensorops))
                 if "stream" in only:
-                    cells.update(stream_cell(build, echo, tensorops))
+                    cells.update(stream_cell(build, echo, tensorops, stream_bytes))
         finally:
             for s in servers:
                 s.stop()
