@@ -99,7 +99,7 @@ if [[ " $SANITIZERS " == *" asan "* ]]; then
     # .isa_*, a minute each under ASan) runs here only at the machine's own
     # ISA: the forced ones' results are checked in the main suite, and their
     # memory accesses are those of the kernels' unit tests per ISA (kept).
-    ctest --output-on-failure -j "$JOBS" --timeout 900 -LE '^(large|container|memlimit|soak)$' \
+    ctest --output-on-failure -j "$JOBS" --timeout 900 -LE '^(large|container|memlimit|soak|speed)$' \
       -E '^(sdk_install_quickstart|deploy_static_checks|kernels_random_compare_test\.isa_.*)$'
   )
   if [ "$FUZZ_SECONDS" -gt 0 ]; then
