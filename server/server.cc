@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "server/core/logging.h"
 #include "server/fd_budget.h"
+#include "server/http/json_binding.h"
 #include "server/http/otlp_client.h"
 #include "server/http/tls_context.h"
 
@@ -201,11 +202,19 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
   CallPipeline::Options pipeline_options;
   pipeline_options.access_log = options.access_log;
   pipeline_options.trace_headers = options.trace_headers;
-  if (!options.otlp_endpoint.empty()) {
-    absl::StatusOr<OtlpTarget> target = ParseOtlpEndpoint(options.otlp_endpoint);
-    if (!target.ok()) return target.status();
-    s->spans_ = std::make_unique<SpanExporter>(SpanExporter::Options(),
-                                               OtlpHttpPost(*std::move(target)), metrics);
+  absl::StatusOr<OtlpSettings> otlp = OtlpSettingsFrom(options.otlp_endpoint, ProcessEnv);
+  if (!otlp.ok()) return otlp.status();
+  pipeline_options.sampler = otlp->sampler;
+  if (otlp->target.has_value()) {
+    SpanExporter::Options exporter;
+    exporter.encoding = otlp->encoding;
+    exporter.resource.service_name = otlp->service_name;
+    exporter.resource.instance_id = NewInstanceId();
+    exporter.resource.http_status = [](absl::StatusCode code) {
+      return HttpStatusOf(absl::Status(code, ""));
+    };
+    s->spans_ = std::make_unique<SpanExporter>(std::move(exporter),
+                                               OtlpHttpPost(*std::move(otlp->target)), metrics);
     pipeline_options.spans = s->spans_.get();
   }
   pipeline_options.min_parallel_bytes = options.min_parallel_bytes;

@@ -72,10 +72,10 @@ struct ServerOptions {
   absl::Duration http_body_rate_window = HttpServer::Options().body_rate_window;
   absl::Duration drain_timeout = absl::Seconds(10);
   bool access_log = false;
-  // Send each call's traceparent back and its Server-Timing (gRPC initial
-  // and trailing metadata, HTTP response headers); --trace_headers. Its one
-  // default (off, and why) is CallPipeline::Options's.
-  bool trace_headers = CallPipeline::Options().trace_headers;
+  // When to send a call's traceparent back and its Server-Timing (gRPC
+  // initial and trailing metadata, HTTP response headers); --trace_headers.
+  // Its one default (auto: to callers that trace) is CallPipeline::Options's.
+  TraceHeaders trace_headers = CallPipeline::Options().trace_headers;
   // An OTLP/HTTP collector ("http://HOST:4318"): every sampled call's span
   // goes there in batches (server/core/span_export.h). Empty: none.
   std::string otlp_endpoint;

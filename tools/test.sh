@@ -22,6 +22,13 @@ if [ -d "$GL_SRC" ]; then
     (cd "$BUILD_DIR/grpcurl-lite" && npm install --no-audit --no-fund --loglevel=error)
   fi
 fi
+# OpenTelemetry's own OTLP .proto files (npm) for the trace test's collector
+# stand-in, which decodes the server's http/protobuf spans with them.
+mkdir -p "$BUILD_DIR/otlp-schema"
+cp tests/e2e/otlp_schema/package.json "$BUILD_DIR/otlp-schema/"
+if [ ! -d "$BUILD_DIR/otlp-schema/node_modules/@opentelemetry/otlp-proto-exporter-base/build/protos" ]; then
+  (cd "$BUILD_DIR/otlp-schema" && npm install --no-audit --no-fund --loglevel=error --ignore-scripts)
+fi
 cd "$BUILD_DIR"
 rc=0
 ctest --output-on-failure -j "${JOBS:-2}" --timeout 600 || rc=$?

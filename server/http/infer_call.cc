@@ -95,6 +95,7 @@ class InferCall {
   JsonText json_;
   std::vector<Tensor> binary_;
   absl::Status status_;
+  std::optional<HttpResponse> error_reply_;      // a failure's answer, made when the call ends
   std::optional<HttpCallContext> call_context_;  // declared before call_: outlives it
   std::unique_ptr<Call> call_;
 };
@@ -123,6 +124,12 @@ void InferCall::Start(const std::string& model, const std::string& version) {
   // The body was counted as it arrived: its reservation becomes the
   // call's admission ticket, grown to the call's whole budget.
   call_->HoldReservation(req_.body.TakeReservation());
+  // A failure's answer is made here, when the call ends, so that its size
+  // is the access line's response_bytes; Answer sends it.
+  call_->set_error_bytes([this](const absl::Status& s) {
+    error_reply_ = ErrorResponse(s);
+    return static_cast<int64_t>(error_reply_->body.size());
+  });
   call_->RunUnary(
       model, static_cast<int64_t>(req_.body.view().size()),
       [&]() { return Prepare(model, version); },
@@ -159,7 +166,7 @@ absl::StatusOr<std::unique_ptr<PreparedCall>> InferCall::Prepare(const std::stri
 
 void InferCall::Answer() {
   if (!status_.ok()) {
-    HttpResponse r = ErrorResponse(status_);
+    HttpResponse r = error_reply_.has_value() ? *std::move(error_reply_) : ErrorResponse(status_);
     AddTraceHeaders(&r);
     reply_(std::move(r));
   } else {
