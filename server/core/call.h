@@ -244,8 +244,9 @@ class Call {
   // The unary sequence, once for every unary front door: SetOp(op, the op
   // the registry finds), Open, `prepare` (on the calling thread), Admit of
   // request_bytes + output and scratch bytes with Queue::kNow, Run of the prepared call,
-  // Finish(status, request_bytes, reply_bytes() if OK). Any step's error
-  // finishes the call with it. The prepared call is destroyed before Finish.
+  // Finish(status, request_bytes, reply_bytes() if OK, else the error_bytes
+  // given, if any). Any step's error finishes the call with it. The prepared
+  // call is destroyed before Finish.
   void RunUnary(absl::string_view op, int64_t request_bytes, PrepareFn prepare,
                 ReplyBytesFn reply_bytes);
   // Before RunUnary: what a failed call's reply weighs (ErrorBytesFn).
