@@ -23,11 +23,10 @@ if [ -d "$GL_SRC" ]; then
   fi
 fi
 # OpenTelemetry's own OTLP .proto files (npm) for the trace test's collector
-# stand-in, which decodes the server's http/protobuf spans with them.
-mkdir -p "$BUILD_DIR/otlp-schema"
-cp tests/e2e/otlp_schema/package.json "$BUILD_DIR/otlp-schema/"
-if [ ! -d "$BUILD_DIR/otlp-schema/node_modules/@opentelemetry/otlp-proto-exporter-base/build/protos" ]; then
-  (cd "$BUILD_DIR/otlp-schema" && npm install --no-audit --no-fund --loglevel=error --ignore-scripts)
+# stand-in, which decodes the server's http/protobuf spans with them; in the
+# source tree (ignored by git), so that every build directory's test finds them.
+if [ ! -d tests/e2e/otlp_schema/node_modules/@opentelemetry/otlp-proto-exporter-base/build/protos ]; then
+  (cd tests/e2e/otlp_schema && npm install --no-audit --no-fund --loglevel=error --ignore-scripts --no-package-lock)
 fi
 cd "$BUILD_DIR"
 rc=0

@@ -5,8 +5,9 @@ ExportTraceServiceRequest: lowerCamelCase fields, ids in hex, int64s as decimal
 strings, enums as numbers), or, for application/x-protobuf (http/protobuf),
 decodes it with OpenTelemetry's own schema: opentelemetry-proto's .proto files
 as the npm package @opentelemetry/otlp-proto-exporter-base ships them
-(OTLP_PROTO_DIR, installed by tools/test.sh), compiled here by grpc_tools'
-protoc and parsed by Python's protobuf runtime, none of it ours.
+(OTLP_PROTO_DIR: under tests/e2e/otlp_schema/node_modules, installed by
+tools/test.sh), compiled here by grpc_tools' protoc and parsed by Python's
+protobuf runtime, none of it ours.
 
 Used by trace_python_test.py (import: Collector) and by
 tests/containers/compose_test.sh (as a script: one JSON line per span to
