@@ -13,7 +13,9 @@
 #   tensor's size (64 by default; 65536 or 1048576 for the big-call cells,
 #   where fewer CALLS, e.g. 200, keep a run near a minute).
 # Needs valgrind. About a minute per run. SERVER_FLAGS: more tensorops-server
-# flags (an A/B of one switch, e.g. SERVER_FLAGS=--trace_headers=false).
+# flags (an A/B of one switch, e.g. SERVER_FLAGS=--trace_headers=false);
+# LOAD_FLAGS: more load_tool flags (e.g. LOAD_FLAGS=--traceparent=00-<32 hex>-<16 hex>-01,
+# a caller that traces).
 # CALLGRIND_KEEP=FILE: keep the callgrind profile there (callgrind_annotate FILE).
 set -euo pipefail
 BUILD=${1:?usage: callgrind_per_call.sh BUILD_DIR tensorops|oip|echo [PORT] [CALLS] [PAYLOAD_BYTES]}
@@ -32,7 +34,7 @@ valgrind --tool=callgrind --callgrind-out-file="$OUT/cg.out" "${SERVER[@]}" > "$
 VP=$!
 trap 'kill "$VP" 2>/dev/null; wait "$VP" 2>/dev/null; rm -rf "$OUT"' EXIT
 LOAD=("$BUILD/bench/load_tool" --target="$TARGET" --address="127.0.0.1:$PORT" --payload_bytes="$PAYLOAD"
-      --concurrency=1 --duration_seconds=600)
+      --concurrency=1 --duration_seconds=600 ${LOAD_FLAGS:-})
 for _ in $(seq 1 100); do
   "${LOAD[@]}" --warmup_seconds=0 --warmup_calls=0 --max_calls=200 > /dev/null 2>&1 && break
   sleep 0.2

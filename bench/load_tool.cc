@@ -106,6 +106,9 @@ struct Options {
   int64_t max_calls = 10000000;
   int64_t verify_every = 16;
   double deadline_seconds = 120.0;
+  // Non-empty: every unary gRPC call sends this W3C traceparent (a traced
+  // caller, e.g. 00-<32 hex>-<16 hex>-01), to measure what tracing costs.
+  std::string traceparent;
   int64_t max_message_bytes = int64_t{272} << 20;  // tensorops-server's default
   // --mode=stream only.
   int64_t tensor_bytes = int64_t{64} << 20;
@@ -223,6 +226,7 @@ void StartNext(Slot* s) {
   s->ctx->set_deadline(
       std::chrono::system_clock::now() +
       std::chrono::microseconds(static_cast<int64_t>(sh->opt.deadline_seconds * 1e6)));
+  if (!sh->opt.traceparent.empty()) s->ctx->AddMetadata("traceparent", sh->opt.traceparent);
   s->start_ns = NowNs();
   if (sh->is_rest) {
     StartRest(s);
@@ -628,7 +632,7 @@ int Usage(const char* bad) {
                " [--op=roll|reverse] [--payload_bytes=4096] [--concurrency=1]\n"
                "  [--channels=0 (min(concurrency,4))] [--warmup_seconds=0.5]\n"
                "  [--warmup_calls=1000000] [--duration_seconds=2] [--max_calls=10000000]\n"
-               "  [--verify_every=16] [--deadline_seconds=120]\n"
+               "  [--verify_every=16] [--deadline_seconds=120] [--traceparent=00-...-01 (gRPC)]\n"
                "  [--max_message_bytes=285212672]\n");
   if (bad != nullptr) std::fprintf(stderr, "bad argument: %s\n", bad);
   return 2;
@@ -1097,6 +1101,8 @@ int main(int argc, char** argv) {
       o.verify_every = std::strtoll(v.c_str(), nullptr, 10);
     } else if (Flag(a, "--deadline_seconds", &v)) {
       o.deadline_seconds = std::atof(v.c_str());
+    } else if (Flag(a, "--traceparent", &v)) {
+      o.traceparent = v;
     } else if (Flag(a, "--max_message_bytes", &v)) {
       o.max_message_bytes = std::strtoll(v.c_str(), nullptr, 10);
     } else if (Flag(a, "--flow", &v)) {

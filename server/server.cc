@@ -218,11 +218,16 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
   s->pool_ = std::make_unique<ThreadPool>(threads);
   s->metrics_->SetPoolThreads(threads);
   CallPipeline::Options pipeline_options = options.call;
-  if (!options.otlp_endpoint.empty()) {
-    absl::StatusOr<OtlpTarget> target = ParseOtlpEndpoint(options.otlp_endpoint);
-    if (!target.ok()) return target.status();
-    s->spans_ = std::make_unique<SpanExporter>(SpanExporter::Options(),
-                                               OtlpHttpPost(*std::move(target)), metrics);
+  absl::StatusOr<OtlpSettings> otlp = OtlpSettingsFrom(options.otlp_endpoint, ProcessEnv);
+  if (!otlp.ok()) return otlp.status();
+  pipeline_options.sampler = otlp->sampler;
+  if (otlp->target.has_value()) {
+    SpanExporter::Options exporter;
+    exporter.encoding = otlp->encoding;
+    exporter.resource.service_name = otlp->service_name;
+    exporter.resource.instance_id = NewInstanceId();
+    s->spans_ = std::make_unique<SpanExporter>(std::move(exporter),
+                                               OtlpHttpPost(*std::move(otlp->target)), metrics);
     pipeline_options.spans = s->spans_.get();
   }
   // A chunk plus its message framing must fit in one gRPC message, so a

@@ -104,10 +104,12 @@ ABSL_FLAG(absl::Duration, drain_timeout, tensorops::ServerOptions().drain_timeou
 ABSL_FLAG(bool, access_log, tensorops::ServerOptions().call.access_log,
           "Log one line per request (op, status, bytes, microseconds, trace and span id) to "
           "stderr.");
-ABSL_FLAG(bool, trace_headers, tensorops::ServerOptions().call.trace_headers,
-          "Send each call's W3C traceparent back (gRPC initial metadata, HTTP header) and what "
-          "it spent where (gRPC trailing metadata server-timing, HTTP Server-Timing: queue, "
-          "kernel, total in ms). Trace ids in log lines do not depend on it.");
+ABSL_FLAG(std::string, trace_headers, "auto",
+          "When to send a call's W3C traceparent back (gRPC initial metadata, HTTP header) and "
+          "what it spent where (gRPC trailing metadata server-timing, HTTP Server-Timing: "
+          "queue, kernel, total in ms): 'auto' (default) to a call that arrived with a sampled "
+          "traceparent, 'true' to every call, 'false' never. Trace ids in log lines do not "
+          "depend on it.");
 ABSL_FLAG(std::string, otlp_endpoint, "",
           "An OpenTelemetry collector's OTLP/HTTP address, http://HOST:4318 (its /v1/traces; a "
           "URL with a path is used as is): every sampled call's span, with its queue and kernel "
@@ -337,7 +339,6 @@ void CallFlags(const tensorops::MemoryBudget& budget, tensorops::ServerOptions* 
   options->grpc.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options->drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   options->call.access_log = absl::GetFlag(FLAGS_access_log);
-  options->call.trace_headers = absl::GetFlag(FLAGS_trace_headers);
   options->otlp_endpoint = absl::GetFlag(FLAGS_otlp_endpoint);
   options->call.min_parallel_bytes = absl::GetFlag(FLAGS_min_parallel_bytes);
   options->call.inline_max_bytes = absl::GetFlag(FLAGS_inline_max_bytes);
@@ -357,6 +358,16 @@ int OptionsFromFlags(const tensorops::MemoryBudget& budget, tensorops::ServerOpt
   GrpcFlags(options);
   HttpFlags(options);
   CallFlags(budget, options);
+  if (const std::string mode = absl::GetFlag(FLAGS_trace_headers); mode == "auto") {
+    options->call.trace_headers = tensorops::TraceHeaders::kAuto;
+  } else if (mode == "true") {
+    options->call.trace_headers = tensorops::TraceHeaders::kOn;
+  } else if (mode == "false") {
+    options->call.trace_headers = tensorops::TraceHeaders::kOff;
+  } else {
+    return UsageError(
+        absl::StrCat("--trace_headers must be 'auto', 'true' or 'false', not '", mode, "'"));
+  }
   if (const std::string shm = absl::GetFlag(FLAGS_shared_memory); shm == "system") {
     options->shared_memory = true;
   } else if (shm != "none") {

@@ -22,6 +22,12 @@ if [ -d "$GL_SRC" ]; then
     (cd "$BUILD_DIR/grpcurl-lite" && npm install --no-audit --no-fund --loglevel=error)
   fi
 fi
+# OpenTelemetry's own OTLP .proto files (npm) for the trace test's collector
+# stand-in, which decodes the server's http/protobuf spans with them; in the
+# source tree (ignored by git), so that every build directory's test finds them.
+if [ ! -d tests/e2e/otlp_schema/node_modules/@opentelemetry/otlp-proto-exporter-base/build/protos ]; then
+  (cd tests/e2e/otlp_schema && npm install --no-audit --no-fund --loglevel=error --ignore-scripts --no-package-lock)
+fi
 cd "$BUILD_DIR"
 rc=0
 # The speed guard (label speed) first and alone, while the machine is quiet

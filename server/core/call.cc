@@ -92,8 +92,13 @@ Call::Call(CallPipeline* pipeline, const CallMethod* method, const CallContext* 
       ctx_(ctx),
       finish_rpc_(std::move(finish_rpc)),
       start_(absl::Now()),
-      trace_(TraceContext::Start(ctx->traceparent(), ctx->tracestate())),
-      op_index_(pipeline->metrics_->unknown_op_index()) {}
+      trace_(TraceContext::Start(ctx->trace_fields())),
+      op_index_(pipeline->metrics_->unknown_op_index()) {
+  if (pipeline->options_.spans != nullptr) {
+    record_span_ = pipeline->options_.sampler.ShouldSample(trace_);
+    trace_.set_sampled(record_span_);  // a new trace's flags say the sampler's pick
+  }
+}
 
 void Call::RunUnary(absl::string_view op, int64_t request_bytes, PrepareFn prepare,
                     ReplyBytesFn reply_bytes) {
@@ -131,7 +136,9 @@ void Call::RunUnary(absl::string_view op, int64_t request_bytes, PrepareFn prepa
 
 void Call::EndUnary(const absl::Status& status) {
   prepared_.reset();  // views of the request and region references: gone before the RPC ends
-  const int64_t bytes_out = status.ok() ? reply_bytes_() : 0;
+  const int64_t bytes_out = status.ok()    ? reply_bytes_()
+                            : error_bytes_ ? error_bytes_(CanonicalStatus(status))
+                                           : 0;
   Finish(status, request_bytes_, bytes_out);  // may delete this Call: nothing after it
 }
 
@@ -248,8 +255,7 @@ void Call::RunNow() {
 void Call::ExportSpan(const absl::Status& status, int64_t bytes_in, int64_t bytes_out) {
   SpanRecord span;
   span.SetTrace(trace_);
-  span.method = method_->name();
-  span.code_attribute = method_->spec().span_code_attribute;
+  span.convention = &method_->spec().span;
   span.op = op_text_;
   span.start = start_;
   span.end = start_ + timing_.total;
@@ -285,7 +291,7 @@ void Call::Finish(const absl::Status& status, int64_t bytes_in, int64_t bytes_ou
                                       m.log_bytes_in, "=", bytes_in, " ", m.log_bytes_out, "=",
                                       bytes_out, " us=", static_cast<int64_t>(seconds * 1e6)));
   }
-  if (pipeline_->options_.spans != nullptr && trace_.sampled()) {
+  if (record_span_) {
     ExportSpan(rpc_status, bytes_in, bytes_out);
   }
   // The admission ticket is not given back here but when the Call is

@@ -105,14 +105,17 @@ class CallPipeline {
     // kernel task waits, after leaving the queue and before its drop check,
     // so a test holds the pool deterministically. Empty (the default): off.
     std::string test_kernel_gate;
-    // Doors send each call's traceparent back and its Server-Timing
-    // (--trace_headers). Trace ids in the logs do not depend on it. Off by
-    // default: +7-10% server work per lone small call (docs/server.md
-    // "Tracing"), over the 2% a default may cost.
-    bool trace_headers = false;
-    // Not null (--otlp_endpoint): every sampled call's span goes there at
-    // Finish. Not owned; must outlive every call.
+    // When doors send a call's traceparent back and its Server-Timing
+    // (--trace_headers): kAuto (the default) for a call that arrived with a
+    // sampled traceparent, a caller that traces; kOn for every call; kOff
+    // never. Trace ids in the logs do not depend on it. A call that sends
+    // no traceparent pays nothing for it (docs/server.md "Tracing").
+    TraceHeaders trace_headers = TraceHeaders::kAuto;
+    // Not null (--otlp_endpoint, OTEL_EXPORTER_OTLP_*ENDPOINT): the span
+    // of every call `sampler` picks goes there at Finish. Not owned; must
+    // outlive every call.
     SpanExporter* spans = nullptr;
+    Sampler sampler;  // OTEL_TRACES_SAMPLER, _ARG
   };
 
   // None of the pointers is owned; all must outlive the pipeline and every call.
@@ -224,6 +227,10 @@ class Call {
   using PrepareFn = absl::FunctionRef<absl::StatusOr<std::unique_ptr<PreparedCall>>()>;
   // The size of the reply once it is written (bytes_out of a successful call).
   using ReplyBytesFn = absl::AnyInvocable<int64_t() const>;
+  // The size of the reply a door sends for a failed unary call, given the
+  // status the call ends with (bytes_out of a failed call: REST's error
+  // JSON). Without one, 0 (a gRPC failure has no message).
+  using ErrorBytesFn = absl::AnyInvocable<int64_t(const absl::Status& status)>;
 
   // Stamps the arrival time. `pipeline` and `ctx` (the door's view of the
   // RPC: credentials, deadline, cancellation) must outlive the call.
@@ -239,10 +246,13 @@ class Call {
   // The unary sequence, once for every unary front door: SetOp(op, the op
   // the registry finds), Open, `prepare` (on the calling thread), Admit of
   // request_bytes + output and scratch bytes with Queue::kNow, Run of the prepared call,
-  // Finish(status, request_bytes, reply_bytes() if OK). Any step's error
-  // finishes the call with it. The prepared call is destroyed before Finish.
+  // Finish(status, request_bytes, reply_bytes() if OK, else the error_bytes
+  // given, if any). Any step's error finishes the call with it. The prepared
+  // call is destroyed before Finish.
   void RunUnary(absl::string_view op, int64_t request_bytes, PrepareFn prepare,
                 ReplyBytesFn reply_bytes);
+  // Before RunUnary: what a failed call's reply weighs (ErrorBytesFn).
+  void set_error_bytes(ErrorBytesFn error_bytes) { error_bytes_ = std::move(error_bytes); }
 
   // The steps one by one (ExecuteStream). The gate (CallPipeline::Gate). On
   // error, Finish with it.
@@ -281,7 +291,10 @@ class Call {
   const TraceContext& trace() const { return trace_; }
   // Whether the door sends the traceparent and Server-Timing back
   // (Options::trace_headers).
-  bool trace_headers() const { return pipeline_->options_.trace_headers; }
+  bool trace_headers() const {
+    const TraceHeaders mode = pipeline_->options_.trace_headers;
+    return mode == TraceHeaders::kOn || (mode == TraceHeaders::kAuto && trace_.caller_sampled());
+  }
   // The stages the call went through so far; `total` is set by Finish
   // (read it from the FinishRpc, for the reply's Server-Timing).
   const ServerTiming& server_timing() const { return timing_; }
@@ -316,9 +329,10 @@ class Call {
   FinishRpc finish_rpc_;
   const absl::Time start_;
   // After ctx_: made from what the caller sent.
-  const TraceContext trace_;
+  TraceContext trace_;  // set at construction (the sampler may set a new trace's flags)
   ServerTiming timing_;
-  absl::Time kernel_start_;  // when timing_.kernel is set: for its span
+  bool record_span_ = false;  // Options::spans and the sampler's pick
+  absl::Time kernel_start_;   // when timing_.kernel is set: for its span
   int op_index_;
   std::string op_text_ = "none";
   AdmissionTicket ticket_;
@@ -329,6 +343,7 @@ class Call {
   std::unique_ptr<PreparedCall> prepared_;
   int64_t request_bytes_ = 0;
   ReplyBytesFn reply_bytes_;
+  ErrorBytesFn error_bytes_;
   bool finished_ = false;
 };
 

@@ -13,6 +13,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "server/core/trace.h"
 
 namespace tensorops {
 
@@ -32,12 +33,11 @@ class CallContext {
   // The caller marks this call as a retry of an earlier attempt (gRPC's
   // grpc-previous-rpc-attempts), counted in tensorops_retried_calls_total.
   virtual bool retried() const { return false; }
-  // The caller's W3C trace context (gRPC metadata, HTTP headers
-  // "traceparent" and "tracestate"), as sent; nullopt when absent. Checked
-  // by the Call (server/core/trace.h), never an error. Valid while the RPC
-  // lives.
-  virtual std::optional<absl::string_view> traceparent() const { return std::nullopt; }
-  virtual std::optional<absl::string_view> tracestate() const { return std::nullopt; }
+  // The caller's W3C trace context: every "traceparent" and "tracestate"
+  // value (gRPC metadata, HTTP header fields), as sent and in order; none
+  // when absent. Checked by the Call (server/core/trace.h), never an
+  // error. The views are valid while the RPC lives.
+  virtual TraceFields trace_fields() const { return {}; }
 };
 
 }  // namespace tensorops

@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -44,6 +45,22 @@ enum class CallBytes {
   kNone,          // neither (a method that names no op)
 };
 
+// How a method's server span is named and described: OpenTelemetry's
+// semantic conventions for the door's protocol, which the door knows and
+// core/ only writes out (span_export.h).
+struct SpanConvention {
+  std::string name;  // the span's name, e.g. "<package.Service>/<Method>"
+  // Attributes every span of the method carries, e.g. the system and method.
+  std::vector<std::pair<std::string, std::string>> attributes;
+  // The attribute that carries the call's outcome as a number (empty: none),
+  // and that number for a status code (null: the code's own number).
+  std::string code_attribute;
+  std::function<int(absl::StatusCode)> code_value;
+  // Whether the conventions call the server span failed for a code (null:
+  // never; a caller's mistake is usually not the server's failure).
+  std::function<bool(absl::StatusCode)> failed;
+};
+
 // One call method of a front door, as the door registers it with
 // Metrics::AddMethod at start. All that core/ says of a method is here, so
 // core/ names no door: a new door registers its own rows.
@@ -56,8 +73,8 @@ struct CallMethodSpec {
   // The access log's names of the two byte counts.
   std::string log_bytes_in = "request_bytes";
   std::string log_bytes_out = "response_bytes";
-  // The span attribute that carries the status code's number.
-  std::string span_code_attribute;
+  // Its server span, in the conventions of the door's protocol.
+  SpanConvention span;
 };
 
 // A registered method and its metric children (every op, every code),

@@ -1,13 +1,14 @@
 // Spans out, where a collector exists: one span per call (its stages as
-// child spans), encoded as OTLP/HTTP JSON (opentelemetry-proto's
-// ExportTraceServiceRequest in proto3 JSON, as POST /v1/traces takes it)
-// and sent in batches by a thread of its own, never on the call's path.
+// child spans), encoded as OTLP/HTTP protobuf or JSON (opentelemetry-proto's
+// ExportTraceServiceRequest, as POST /v1/traces takes it) and sent in batches by a thread of its
+// own, never on the call's path.
 //
 // The call path only hands a SpanRecord (fixed-size ids, a few numbers,
 // the op name) to SpanExporter::Export, which takes a mutex for a
-// push_back. When the collector is slow or gone the queue fills and further
-// spans are dropped, as are batches whose POST fails or times out; both
-// are counted (tensorops_spans_dropped_total{reason}). Off unless
+// push_back; the exporter's thread takes the whole queue at once (a swap
+// under the lock) and encodes and sends it outside the lock. When the collector is slow or gone the
+// queue fills and further spans are dropped, as are batches whose POST fails or times out; both are
+// counted (tensorops_spans_dropped_total{reason}). Off unless
 // --otlp_endpoint is set.
 //
 // The HTTP client is the door's business (server/http/otlp_client.h, on
@@ -46,11 +47,10 @@ struct SpanRecord {
   std::array<char, 16> parent_span_id{};
   bool has_parent = false;
   std::string tracestate;  // the caller's, usually empty
-  // The call's method (CallMethodSpec::name) and the attribute its status
-  // code goes under (span_code_attribute; empty: none): views of the
-  // registered method, which outlives the exporter.
-  absl::string_view method;
-  absl::string_view code_attribute;
+  // How the call's door names and describes its span (CallMethodSpec::span
+  // of the registered method, which outlives the exporter); null: a span
+  // named "call" with no door attributes.
+  const SpanConvention* convention = nullptr;
   std::string op;  // as the call named it (cut to 64 bytes)
   absl::Time start;
   absl::Time end;
@@ -67,23 +67,47 @@ struct SpanRecord {
   void SetTrace(const TraceContext& trace);
 };
 
-// An OTLP/HTTP JSON body (ExportTraceServiceRequest) of `spans`: one
-// resource (service.name = `service_name`), one scope ("tensorops"), per
-// call a SERVER span named after its method (as its door registered it) with
-// its op, code and byte counts as attributes, status ERROR and the message
-// on failure, and INTERNAL child spans "queue" and "kernel" where reached
-// (their span ids made here). Ids in hex and int64s as decimal strings, as
-// OTLP's JSON mapping says; strings escaped, non-ASCII bytes as '?'.
-std::string EncodeOtlpJson(absl::Span<const SpanRecord> spans, absl::string_view service_name);
+// Who sends the spans: OpenTelemetry's resource attributes.
+struct SpanResource {
+  std::string service_name = "tensorops-server";  // service.name
+  std::string instance_id;  // service.instance.id, one per replica (NewInstanceId)
+};
+
+// A random UUID (version 4), a replica's service.instance.id.
+std::string NewInstanceId();
+
+// An OTLP/HTTP JSON body (ExportTraceServiceRequest in proto3 JSON, as
+// POST /v1/traces takes it) of `spans`: one resource (`resource`), one
+// scope ("tensorops"), per call a SERVER span named and attributed as its
+// door's SpanConvention says (OpenTelemetry's semantic conventions for the
+// door's protocol, docs/server.md "Tracing"), with tensorops.op and the
+// byte counts; status ERROR (with the message) where the convention calls
+// the server span failed. INTERNAL child spans "queue" and "kernel" where reached (their span
+// ids made here). Ids in hex and int64s as decimal strings, as OTLP's JSON
+// mapping says; text that is not valid UTF-8 has its bad bytes replaced by
+// U+FFFD (valid UTF-8 is kept as it is).
+std::string EncodeOtlpJson(absl::Span<const SpanRecord> spans, const SpanResource& resource);
+
+// The same request as OTLP/HTTP protobuf (http/protobuf, the collector's
+// default): opentelemetry-proto's ExportTraceServiceRequest
+// (proto/opentelemetry), ids as bytes, times as fixed64 nanoseconds.
+std::string EncodeOtlpProtobuf(absl::Span<const SpanRecord> spans, const SpanResource& resource);
+
+// `text` with every byte that is not part of valid UTF-8 replaced by U+FFFD.
+std::string ValidUtf8(absl::string_view text);
 
 class SpanExporter {
  public:
   // Sends one body (a POST to the collector); OK when it took it. Must give
   // up after `timeout`.
   using PostFn = std::function<absl::Status(const std::string& body, absl::Duration timeout)>;
+  // The body's encoding (OTEL_EXPORTER_OTLP_TRACES_PROTOCOL,
+  // OTEL_EXPORTER_OTLP_PROTOCOL: http/protobuf or http/json).
+  enum class Encoding { kProtobuf, kJson };
 
   struct Options {
-    std::string service_name = "tensorops-server";
+    SpanResource resource;
+    Encoding encoding = Encoding::kProtobuf;
     // Spans waiting for the exporter's thread; past it, new spans are
     // dropped (reason "queue_full").
     size_t max_queue = 4096;
@@ -109,8 +133,8 @@ class SpanExporter {
 
  private:
   void Loop();
-  // Sends `batch` (on the exporter's thread) and counts the outcome.
-  void Send(std::vector<SpanRecord>* batch);
+  // Sends `spans` (on the exporter's thread) and counts the outcome.
+  void Send(absl::Span<const SpanRecord> spans);
 
   const Options options_;
   const PostFn post_;

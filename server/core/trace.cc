@@ -8,7 +8,12 @@
 #include <random>
 #include <thread>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace tensorops {
 namespace {
@@ -98,7 +103,81 @@ uint64_t NextRandom() {
   return rng.Next();
 }
 
+// HTTP's optional whitespace (spaces and tabs) around `text` dropped.
+absl::string_view TrimOws(absl::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
+  return text;
+}
+
+bool IsLcAlpha(char c) { return c >= 'a' && c <= 'z'; }
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+// The characters a tracestate key may have after its first.
+bool IsKeyChar(char c) {
+  return IsLcAlpha(c) || IsDigit(c) || c == '_' || c == '-' || c == '*' || c == '/';
+}
+
+// `text` is 1 to `max` key characters, the first one lcalpha (or a digit
+// when `digit_first`).
+bool IsKeyPart(absl::string_view text, size_t max, bool digit_first) {
+  if (text.empty() || text.size() > max) return false;
+  if (!IsLcAlpha(text[0]) && !(digit_first && IsDigit(text[0]))) return false;
+  return std::all_of(text.begin() + 1, text.end(), IsKeyChar);
+}
+
+// key = simple-key / tenant-id "@" system-id (section 3.3.1.3.1).
+bool IsTracestateKey(absl::string_view key) {
+  const size_t at = key.find('@');
+  if (at == absl::string_view::npos) return IsKeyPart(key, 256, false);
+  return IsKeyPart(key.substr(0, at), 241, true) && IsKeyPart(key.substr(at + 1), 14, false);
+}
+
+// value = 0*255(chr) nblk-chr; chr = %x20 / nblk-chr; nblk-chr = %x21-2B /
+// %x2D-3C / %x3E-7E (section 3.3.1.3.2).
+bool IsTracestateValue(absl::string_view value) {
+  if (value.empty() || value.size() > 256 || value.back() == ' ') return false;
+  return std::all_of(value.begin(), value.end(),
+                     [](char c) { return c >= 0x20 && c <= 0x7e && c != ',' && c != '='; });
+}
+
 }  // namespace
+
+std::string JoinTracestate(absl::Span<const absl::string_view> values) {
+  struct Member {
+    absl::string_view text;
+    absl::string_view key;
+  };
+  absl::InlinedVector<Member, 4> members;
+  for (absl::string_view value : values) {
+    for (absl::string_view raw : absl::StrSplit(value, ',')) {
+      const absl::string_view member = TrimOws(raw);
+      if (member.empty()) continue;  // "a=1,,b=2" and empty fields are allowed
+      const size_t eq = member.find('=');
+      if (eq == absl::string_view::npos) return "";
+      const absl::string_view key = member.substr(0, eq);
+      if (!IsTracestateKey(key) || !IsTracestateValue(member.substr(eq + 1))) return "";
+      for (const Member& seen : members) {
+        if (seen.key == key) return "";
+      }
+      if (members.size() == TraceContext::kMaxTracestateMembers) return "";
+      members.push_back({member, key});
+    }
+  }
+  auto length = [&members] {
+    size_t n = members.empty() ? 0 : members.size() - 1;
+    for (const Member& m : members) n += m.text.size();
+    return n;
+  };
+  if (length() > TraceContext::kMaxTracestate) {
+    members.erase(std::remove_if(members.begin(), members.end(),
+                                 [](const Member& m) { return m.text.size() > 128; }),
+                  members.end());
+  }
+  while (length() > TraceContext::kMaxTracestate) members.pop_back();
+  return absl::StrJoin(members, ",", [](std::string* out, const Member& m) {
+    out->append(m.text.data(), m.text.size());
+  });
+}
 
 uint64_t NewSpanId() {
   uint64_t id = 0;
@@ -107,6 +186,7 @@ uint64_t NewSpanId() {
 }
 
 std::optional<TraceParent> ParseTraceparent(absl::string_view text) {
+  text = TrimOws(text);
   if (text.size() < TraceContext::kTraceparentSize) return std::nullopt;
   std::array<uint8_t, 1> version;
   if (!ReadHex(text.substr(0, 2), &version) || version[0] == 0xff) return std::nullopt;
@@ -129,12 +209,12 @@ std::optional<TraceParent> ParseTraceparent(absl::string_view text) {
   return out;
 }
 
-TraceContext TraceContext::Start(std::optional<absl::string_view> traceparent,
-                                 std::optional<absl::string_view> tracestate) {
+TraceContext TraceContext::Start(const TraceFields& fields) {
   TraceContext t;
   char* text = t.text_.data();
   std::optional<TraceParent> parent;
-  if (traceparent.has_value()) parent = ParseTraceparent(*traceparent);
+  // Two traceparents cannot both be the parent: neither is (a new trace).
+  if (fields.traceparent.size() == 1) parent = ParseTraceparent(fields.traceparent[0]);
   text[0] = '0';
   text[1] = '0';
   text[2] = '-';
@@ -145,9 +225,7 @@ TraceContext TraceContext::Start(std::optional<absl::string_view> traceparent,
     t.flags_ = parent->flags;
     // tracestate belongs to a traceparent: without a valid one it is dropped
     // (the spec, section 3.3.1.1).
-    if (tracestate.has_value() && tracestate->size() <= kMaxTracestate) {
-      t.tracestate_ = std::string(*tracestate);
-    }
+    if (!fields.tracestate.empty()) t.tracestate_ = JoinTracestate(fields.tracestate);
   } else {
     uint64_t hi = 0;
     uint64_t lo = 0;
@@ -165,6 +243,55 @@ TraceContext TraceContext::Start(std::optional<absl::string_view> traceparent,
   text[53] = kHex[t.flags_ >> 4];
   text[54] = kHex[t.flags_ & 15];
   return t;
+}
+
+void TraceContext::set_sampled(bool sampled) {
+  if (has_parent_) return;
+  flags_ = sampled ? 1 : 0;
+  text_[54] = kHex[flags_ & 15];
+}
+
+bool Sampler::ShouldSample(const TraceContext& trace) const {
+  if (parent_based && trace.has_parent()) return trace.sampled();
+  switch (root) {
+    case Root::kAlwaysOn:
+      return true;
+    case Root::kAlwaysOff:
+      return false;
+    case Root::kRatio:
+      break;
+  }
+  if (ratio >= 1.0) return true;
+  if (ratio <= 0.0) return false;
+  // The trace id's low 8 bytes (its last 16 hex digits) against the bound.
+  uint64_t low = 0;
+  for (char c : trace.trace_id_hex().substr(16))
+    low = low * 16 + static_cast<uint64_t>(HexValue(c));
+  return static_cast<double>(low) < ratio * 18446744073709551616.0;
+}
+
+absl::StatusOr<Sampler> ParseSampler(absl::string_view name, absl::string_view arg) {
+  Sampler sampler;
+  absl::string_view root = name.empty() ? "parentbased_always_on" : name;
+  sampler.parent_based = absl::ConsumePrefix(&root, "parentbased_");
+  if (root == "always_on") {
+    sampler.root = Sampler::Root::kAlwaysOn;
+  } else if (root == "always_off") {
+    sampler.root = Sampler::Root::kAlwaysOff;
+  } else if (root == "traceidratio") {
+    sampler.root = Sampler::Root::kRatio;
+    if (!arg.empty() && (!absl::SimpleAtod(arg, &sampler.ratio) || !(sampler.ratio >= 0.0) ||
+                         sampler.ratio > 1.0)) {
+      return absl::InvalidArgumentError(absl::StrCat("OTEL_TRACES_SAMPLER_ARG=", arg.substr(0, 64),
+                                                     ": want a ratio from 0 to 1"));
+    }
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("OTEL_TRACES_SAMPLER=", name.substr(0, 64),
+                     ": want always_on, always_off, traceidratio, parentbased_always_on, "
+                     "parentbased_always_off or parentbased_traceidratio"));
+  }
+  return sampler;
 }
 
 std::string RenderServerTiming(const ServerTiming& timing) {

@@ -37,16 +37,22 @@ class GrpcCallContext final : public CallContext {
   bool retried() const override {
     return ctx_->client_metadata().count("grpc-previous-rpc-attempts") > 0;
   }
-  std::optional<absl::string_view> traceparent() const override { return Find("traceparent"); }
-  std::optional<absl::string_view> tracestate() const override { return Find("tracestate"); }
+  TraceFields trace_fields() const override {
+    TraceFields fields;
+    FindAll("traceparent", &fields.traceparent);
+    FindAll("tracestate", &fields.tracestate);
+    return fields;
+  }
 
  private:
-  // A metadata value (gRPC's memory, valid while the RPC lives).
-  std::optional<absl::string_view> Find(const char* key) const {
-    const auto& metadata = ctx_->client_metadata();
-    auto it = metadata.find(key);
-    if (it == metadata.end()) return std::nullopt;
-    return absl::string_view(it->second.data(), it->second.size());
+  // Every value of a metadata key, in order (gRPC's memory, valid while the
+  // RPC lives).
+  template <typename Out>
+  void FindAll(const char* key, Out* out) const {
+    const auto range = ctx_->client_metadata().equal_range(key);
+    for (auto it = range.first; it != range.second; ++it) {
+      out->emplace_back(it->second.data(), it->second.size());
+    }
   }
 
   const grpc::CallbackServerContext* const ctx_;

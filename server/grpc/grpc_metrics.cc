@@ -1,17 +1,46 @@
 #include "server/grpc/grpc_metrics.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace tensorops {
 namespace {
 
-// Each gRPC call's span carries its status code under OpenTelemetry's
-// gRPC attribute.
-constexpr char kCodeAttribute[] = "rpc.grpc.status_code";
+// Whether a gRPC server span failed, as OpenTelemetry's RPC conventions say:
+// the codes that are the server's fault (a caller's INVALID_ARGUMENT is not).
+bool GrpcServerFailed(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kUnknown:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kUnimplemented:
+    case absl::StatusCode::kInternal:
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDataLoss:
+      return true;
+    default:
+      return false;
+  }
+}
 
-CallMethodSpec Unary(const char* name) {
+// A gRPC method's span per OpenTelemetry's RPC conventions: named
+// "<package.Service>/<Method>", with rpc.system, rpc.service, rpc.method and
+// the status code's number under rpc.grpc.status_code.
+SpanConvention GrpcSpan(const char* service, const char* method) {
+  SpanConvention span;
+  span.name = absl::StrCat(service, "/", method);
+  span.attributes = {{"rpc.system", "grpc"}, {"rpc.service", service}, {"rpc.method", method}};
+  span.code_attribute = "rpc.grpc.status_code";
+  span.failed = GrpcServerFailed;
+  return span;
+}
+
+constexpr char kTensorOps[] = "tensorops.v1.TensorOps";
+constexpr char kInference[] = "inference.GRPCInferenceService";
+
+CallMethodSpec Unary(const char* service, const char* name) {
   CallMethodSpec spec;
   spec.name = name;
   spec.bytes = CallBytes::kMessageSizes;  // request and response message sizes
-  spec.span_code_attribute = kCodeAttribute;
+  spec.span = GrpcSpan(service, name);
   return spec;
 }
 
@@ -19,19 +48,19 @@ CallMethodSpec Unary(const char* name) {
 
 GrpcMethods GrpcMethods::Register(Metrics* metrics) {
   GrpcMethods m;
-  m.execute = metrics->AddMethod(Unary("Execute"));
-  CallMethodSpec stream = Unary("ExecuteStream");
+  m.execute = metrics->AddMethod(Unary(kTensorOps, "Execute"));
+  CallMethodSpec stream = Unary(kTensorOps, "ExecuteStream");
   // The tensor bytes of its chunks, not its messages.
   stream.bytes = CallBytes::kStreamBytes;
   stream.log_bytes_in = "received_bytes";
   stream.log_bytes_out = "sent_bytes";
   m.execute_stream = metrics->AddMethod(stream);
-  CallMethodSpec list = Unary("ListOps");
+  CallMethodSpec list = Unary(kTensorOps, "ListOps");
   list.bytes = CallBytes::kNone;
   list.per_op = false;
   m.list_ops = metrics->AddMethod(list);
-  m.model_infer = metrics->AddMethod(Unary("ModelInfer"));
-  m.model_stream_infer = metrics->AddMethod(Unary("ModelStreamInfer"));
+  m.model_infer = metrics->AddMethod(Unary(kInference, "ModelInfer"));
+  m.model_stream_infer = metrics->AddMethod(Unary(kInference, "ModelStreamInfer"));
   return m;
 }
 

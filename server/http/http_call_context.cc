@@ -1,5 +1,7 @@
 #include "server/http/http_call_context.h"
 
+#include "absl/strings/match.h"
+
 namespace tensorops {
 
 std::optional<absl::string_view> HttpCallContext::authorization() const {
@@ -7,14 +9,17 @@ std::optional<absl::string_view> HttpCallContext::authorization() const {
   return absl::string_view(*authorization_);
 }
 
-std::optional<absl::string_view> HttpCallContext::traceparent() const {
-  if (request_ == nullptr) return std::nullopt;
-  return request_->FindHeader("traceparent");
-}
-
-std::optional<absl::string_view> HttpCallContext::tracestate() const {
-  if (request_ == nullptr) return std::nullopt;
-  return request_->FindHeader("tracestate");
+TraceFields HttpCallContext::trace_fields() const {
+  TraceFields fields;
+  if (request_ == nullptr) return fields;
+  for (const auto& [name, value] : request_->headers) {
+    if (absl::EqualsIgnoreCase(name, "traceparent")) {
+      fields.traceparent.emplace_back(value);
+    } else if (absl::EqualsIgnoreCase(name, "tracestate")) {
+      fields.tracestate.emplace_back(value);
+    }
+  }
+  return fields;
 }
 
 absl::Status Gate(CallPipeline& pipeline, const std::optional<std::string>& authorization) {

@@ -28,8 +28,7 @@ class HttpCallContext final : public CallContext {
   std::optional<absl::string_view> authorization() const override;
   absl::Time deadline() const override { return absl::InfiniteFuture(); }
   bool cancelled() const override { return false; }
-  std::optional<absl::string_view> traceparent() const override;
-  std::optional<absl::string_view> tracestate() const override;
+  TraceFields trace_fields() const override;
 
  private:
   const std::optional<std::string> authorization_;

@@ -98,6 +98,7 @@ class InferCall {
   JsonText json_;
   std::vector<Tensor> binary_;
   absl::Status status_;
+  std::optional<HttpResponse> error_reply_;      // a failure's answer, made when the call ends
   std::optional<HttpCallContext> call_context_;  // declared before call_: outlives it
   std::unique_ptr<Call> call_;
 };
@@ -126,6 +127,12 @@ void InferCall::Start(const std::string& model, const std::string& version) {
   // The body was counted as it arrived: its reservation becomes the
   // call's admission ticket, grown to the call's whole budget.
   call_->HoldReservation(req_.body.TakeReservation());
+  // A failure's answer is made here, when the call ends, so that its size
+  // is the access line's response_bytes; Answer sends it.
+  call_->set_error_bytes([this](const absl::Status& s) {
+    error_reply_ = ErrorResponse(s);
+    return static_cast<int64_t>(error_reply_->body.size());
+  });
   call_->RunUnary(
       model, static_cast<int64_t>(req_.body.view().size()),
       [&]() { return Prepare(model, version); },
@@ -165,7 +172,7 @@ absl::StatusOr<std::unique_ptr<PreparedCall>> InferCall::Prepare(const std::stri
 
 void InferCall::Answer() {
   if (!status_.ok()) {
-    HttpResponse r = ErrorResponse(status_);
+    HttpResponse r = error_reply_.has_value() ? *std::move(error_reply_) : ErrorResponse(status_);
     AddTraceHeaders(&r);
     reply_(std::move(r));
   } else {
@@ -205,9 +212,17 @@ const CallMethod* RegisterInferMethod(Metrics* metrics) {
   CallMethodSpec spec;
   spec.name = "REST";
   spec.bytes = CallBytes::kMessageSizes;  // body and answer sizes
-  // The status behind the HTTP answer, under the key every call's span
-  // has carried it (the gRPC door's).
-  spec.span_code_attribute = "rpc.grpc.status_code";
+  // The span per OpenTelemetry's HTTP server conventions: named by method
+  // and route, the answer's status under http.response.status_code, failed
+  // on a 5xx (a caller's 4xx is not the server's failure).
+  spec.span.name = "POST /v2/models/{model}/infer";
+  spec.span.attributes = {{"http.request.method", "POST"},
+                          {"http.route", "/v2/models/{model}/infer"}};
+  spec.span.code_attribute = "http.response.status_code";
+  spec.span.code_value = [](absl::StatusCode code) { return HttpStatusOf(absl::Status(code, "")); };
+  spec.span.failed = [](absl::StatusCode code) {
+    return HttpStatusOf(absl::Status(code, "")) >= 500;
+  };
   return metrics->AddMethod(spec);
 }
 

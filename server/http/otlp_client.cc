@@ -6,12 +6,14 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "kernels/status_macros.h"
 
 namespace tensorops {
 namespace {
@@ -28,7 +30,7 @@ absl::Status Post(const OtlpTarget& target, const std::string& body, absl::Durat
   beast::tcp_stream stream(io);
   http::request<http::string_body> request{http::verb::post, target.path, 11};
   request.set(http::field::host, absl::StrCat(target.host, ":", target.port));
-  request.set(http::field::content_type, "application/json");
+  request.set(http::field::content_type, target.content_type);
   request.body() = body;
   request.prepare_payload();
   http::response<http::string_body> response;
@@ -89,10 +91,11 @@ absl::Status Post(const OtlpTarget& target, const std::string& body, absl::Durat
 
 }  // namespace
 
-absl::StatusOr<OtlpTarget> ParseOtlpEndpoint(absl::string_view endpoint) {
+absl::StatusOr<OtlpTarget> ParseOtlpEndpoint(absl::string_view endpoint, OtlpEndpointKind kind,
+                                             absl::string_view name) {
   auto invalid = [&](absl::string_view why) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--otlp_endpoint=", endpoint.substr(0, 200), ": ", why,
+        absl::StrCat(name, "=", endpoint.substr(0, 200), ": ", why,
                      " (want http://HOST:PORT, e.g. http://otel-collector:4318)"));
   };
   absl::string_view rest = endpoint;
@@ -101,8 +104,17 @@ absl::StatusOr<OtlpTarget> ParseOtlpEndpoint(absl::string_view endpoint) {
   const size_t slash = rest.find('/');
   const absl::string_view authority = rest.substr(0, slash);
   const absl::string_view path = slash == absl::string_view::npos ? "" : rest.substr(slash);
-  // The signal's path on a base URL, as OTEL_EXPORTER_OTLP_ENDPOINT.
-  target.path = path.empty() || path == "/" ? "/v1/traces" : std::string(path);
+  switch (kind) {
+    case OtlpEndpointKind::kFlag:
+      target.path = path.empty() || path == "/" ? "/v1/traces" : std::string(path);
+      break;
+    case OtlpEndpointKind::kBase:
+      target.path = absl::StrCat(absl::StripSuffix(path, "/"), "/v1/traces");
+      break;
+    case OtlpEndpointKind::kTraces:
+      target.path = path.empty() ? "/" : std::string(path);
+      break;
+  }
   const size_t colon = authority.rfind(':');
   if (colon == absl::string_view::npos || authority.back() == ']') {
     target.host = std::string(authority);
@@ -121,6 +133,55 @@ absl::StatusOr<OtlpTarget> ParseOtlpEndpoint(absl::string_view endpoint) {
   }
   if (target.host.empty()) return invalid("no host");
   return target;
+}
+
+std::optional<std::string> ProcessEnv(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr) return std::nullopt;
+  return std::string(value);
+}
+
+absl::StatusOr<OtlpSettings> OtlpSettingsFrom(absl::string_view flag_endpoint, const EnvFn& env) {
+  OtlpSettings settings;
+  auto get = [&env](const char* name) { return env(name).value_or(""); };
+  if (const std::string name = get("OTEL_SERVICE_NAME"); !name.empty()) {
+    settings.service_name = name;
+  }
+  ASSIGN_OR_RETURN(settings.sampler,
+                   ParseSampler(get("OTEL_TRACES_SAMPLER"), get("OTEL_TRACES_SAMPLER_ARG")));
+  if (get("OTEL_TRACES_EXPORTER") == "none" ||
+      absl::EqualsIgnoreCase(get("OTEL_SDK_DISABLED"), "true")) {
+    return settings;
+  }
+  const char* protocol_variable = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL";
+  std::string protocol = get(protocol_variable);
+  if (protocol.empty()) {
+    protocol_variable = "OTEL_EXPORTER_OTLP_PROTOCOL";
+    protocol = get(protocol_variable);
+  }
+  if (protocol == "http/json") {
+    settings.encoding = SpanExporter::Encoding::kJson;
+  } else if (!protocol.empty() && protocol != "http/protobuf") {
+    return absl::InvalidArgumentError(
+        absl::StrCat(protocol_variable, "=", protocol.substr(0, 64),
+                     ": want http/protobuf (the default) or http/json (no OTLP/gRPC here)"));
+  }
+  if (!flag_endpoint.empty()) {
+    ASSIGN_OR_RETURN(settings.target, ParseOtlpEndpoint(flag_endpoint));
+  } else if (const std::string traces = get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+             !traces.empty()) {
+    ASSIGN_OR_RETURN(settings.target, ParseOtlpEndpoint(traces, OtlpEndpointKind::kTraces,
+                                                        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"));
+  } else if (const std::string base = get("OTEL_EXPORTER_OTLP_ENDPOINT"); !base.empty()) {
+    ASSIGN_OR_RETURN(settings.target, ParseOtlpEndpoint(base, OtlpEndpointKind::kBase,
+                                                        "OTEL_EXPORTER_OTLP_ENDPOINT"));
+  }
+  if (settings.target.has_value()) {
+    settings.target->content_type = settings.encoding == SpanExporter::Encoding::kProtobuf
+                                        ? "application/x-protobuf"
+                                        : "application/json";
+  }
+  return settings;
 }
 
 SpanExporter::PostFn OtlpHttpPost(OtlpTarget target) {

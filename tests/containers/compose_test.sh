@@ -36,6 +36,7 @@
 #      carries the same trace id, and for a call tensorops-1 served, its
 #      access log line and the exported span (with queue and kernel child
 #      spans, schema checked) have that trace id and the reply's span id;
+#      the same for REST calls through HAProxy's REST front;
 #   9. `docker-compose down -v` leaves no container, volume or network.
 # Uses only 127.0.0.1 (free ports) and the project's own container network;
 # removes what an earlier, interrupted run left behind before it starts, and
@@ -422,7 +423,9 @@ phase "soak through HAProxy"
 if [ "${COMPOSE_TRACE_STEP:-1}" = 1 ]; then
 GATEWAY=$TENSOROPS_SUBNET_PREFIX.1
 COLLECTOR_PORT=$(free_port)
-/usr/bin/python3 "$ROOT/tests/e2e/otlp_collector.py" "$GATEWAY" "$COLLECTOR_PORT" >"$W/collector.out" 2>&1 &
+# OTLP/HTTP JSON here (http/protobuf, the default, is decoded with
+# OpenTelemetry's own schema in tests/e2e/trace_python_test.py).
+/usr/bin/python3 "$ROOT/tests/e2e/otlp_collector.py" "$GATEWAY" "$COLLECTOR_PORT" application/json >"$W/collector.out" 2>&1 &
 PIDS+=($!)
 cat >"$W/trace.override.yml" <<YML
 services:
@@ -430,6 +433,8 @@ services:
     command: ["--host=0.0.0.0", "--port=50051", "--metrics_host=0.0.0.0", "--metrics_port=9464",
               "--http_host=0.0.0.0", "--http_port=8000", "--access_log", "--trace_headers=true",
               "--otlp_endpoint=http://$GATEWAY:$COLLECTOR_PORT"]
+    environment:
+      OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: http/json
 YML
 ip1=$(ip_of tensorops-1)
 docker-compose -f "$COMPOSE_FILE" -f "$PODMAN_FILE" -f "$W/trace.override.yml" up -d --no-deps --no-build tensorops-1 \
@@ -457,9 +462,9 @@ for n in $(seq 1 12); do
   out=$("$CLI" --target "$LB" run Roll --verbose --traceparent "$parent" --input '[1,2,3]' \
         --input 1 --input 0 2>&1) || fail "traced Roll through HAProxy: $out"
   server_tp=$(sed -n 's/^tensorops: server traceparent //p' <<<"$out")
-  # Only tensorops-1 runs with --trace_headers (off by default): a reply
-  # without a traceparent came from another replica.
-  [ -n "$server_tp" ] || continue
+  # Every replica answers a sampled traceparent with its own (the default,
+  # --trace_headers=auto); only tensorops-1 logs access lines.
+  [ -n "$server_tp" ] || fail "no traceparent came back through HAProxy: $out"
   [[ "$server_tp" =~ ^00-$trace-([0-9a-f]{16})-01$ ]] \
     || fail "the reply through HAProxy carried traceparent '$server_tp', not trace $trace: $out"
   span=${BASH_REMATCH[1]}
@@ -480,6 +485,31 @@ wait_for 30 "tensorops-1's span $span (and its stages) at the collector stand-in
 grep "\"spanId\": \"$span\"" "$W/collector.out" | grep -q "\"traceId\": \"$trace\"" \
   || fail "the exported span $span is not in trace $trace"
 log "collector stand-in: span $span of trace $trace with $(grep -c "\"parentSpanId\": \"$span\"" "$W/collector.out") stage spans"
+# The same through HAProxy's REST front: the reply's traceparent header has
+# our trace id, and for a request tensorops-1 served, its access line and
+# exported span (named by OpenTelemetry's HTTP conventions) the reply's span.
+found=""
+for n in $(seq 1 12); do
+  trace=$(printf '%032x' $((0x7e57ab1e1000 + n)))
+  headers=$(curl -sf --max-time 10 -D - -o /dev/null "$REST/v2/models/Roll/infer"     -H "traceparent: 00-$trace-00f067aa0ba902b7-01" -H 'Content-Type: application/json'     -d '{"inputs":[{"name":"data","shape":[3],"datatype":"INT32","data":[1,2,3]},{"name":"shift","shape":[1],"datatype":"INT64","data":[1]},{"name":"axes","shape":[1],"datatype":"INT64","data":[0]}]}')     || fail "traced REST Roll through HAProxy"
+  server_tp=$(tr -d '\r' <<<"$headers" | sed -n 's/^[Tt]raceparent: //p')
+  [[ "$server_tp" =~ ^00-$trace-([0-9a-f]{16})-01$ ]] \
+    || fail "the REST reply through HAProxy carried traceparent '$server_tp', not trace $trace"
+  tr -d '\r' <<<"$headers" | grep -qi '^server-timing: .*total;dur=' \
+    || fail "the REST reply through HAProxy carried no Server-Timing: $headers"
+  span=${BASH_REMATCH[1]}
+  if podman logs "$(cid tensorops-1)" 2>&1 | grep -q "access method=REST op=Roll code=OK .* trace_id=$trace span_id=$span"; then
+    found="$trace $span"
+    break
+  fi
+done
+[ -n "$found" ] || fail "none of 12 traced REST calls through HAProxy shows in tensorops-1's access log"
+read -r trace span <<<"$found"
+exported() {
+  grep "\"spanId\": \"$span\"" "$W/collector.out" | grep -q '"name": "POST /v2/models/{model}/infer"'
+}
+wait_for 30 "tensorops-1's REST span $span at the collector stand-in" exported
+log "traced REST call $trace: reply traceparent span $span through HAProxy, in tensorops-1's access log and at the collector"
 phase "traced call through HAProxy"
 else
   log "step 8b (a traced call through the stack) skipped: COMPOSE_TRACE_STEP=0"

@@ -10,7 +10,9 @@
 #   1. gRPC health answers SERVING through HAProxy; through its REST front
 #      (HTTP/1.1, keep-alive upstreams) /v2/health/ready answers 200 and
 #      JSON and binary (4 MiB) Roll infers return the right tensors, and
-#      every replica's /metrics counts some of them (method="REST");
+#      every replica's /metrics counts some of them (method="REST"); a REST
+#      request its caller abandons mid-body is in HAProxy's log (an error
+#      line) with the traceparent it carried;
 #   2. load through HAProxy (deploy_load_driver, SDK with its retry policy)
 #      reaches every replica (each one's own /metrics counts Roll calls);
 #   3. Prometheus's HTTP API returns tensorops_request_duration_seconds_bucket
@@ -148,6 +150,19 @@ for i in 1 2 3; do
   log "replica $i served $n REST infers"
 done
 log "REST front on 127.0.0.1:$LB_HTTP_PORT: ready 200; $(cat "$W/rest.out")"
+# A caller that gives up mid-body: HAProxy logs the request (an error:
+# client abort) with its traceparent.
+ABORT_TRACE=4bf92f3577b34da6a3ce929d0e0e4736
+python3 - "$LB_HTTP_PORT" "$ABORT_TRACE" <<'PY' || fail "could not send the abandoned REST request"
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+s.sendall(("POST /v2/models/Roll/infer HTTP/1.1\r\nHost: lb\r\nContent-Type: application/json\r\n"
+           "traceparent: 00-%s-00f067aa0ba902b7-01\r\nContent-Length: 1000\r\n\r\n{" % sys.argv[2]).encode())
+s.close()
+PY
+haproxy_logged_trace() { grep -q "traceparent=00-$ABORT_TRACE-00f067aa0ba902b7-01" "$W/haproxy.log"; }
+wait_for 10 "HAProxy's log line of the abandoned request naming its traceparent" haproxy_logged_trace
+log "HAProxy logged the abandoned request with its traceparent: $(grep -m1 "$ABORT_TRACE" "$W/haproxy.log")"
 
 # --- Prometheus from deploy/prometheus/prometheus.yml.in --------------------
 PROM_PORT=$(free_port)

@@ -2,20 +2,65 @@
 """An OTLP/HTTP collector stand-in: takes POST /v1/traces and checks every body
 against OTLP/HTTP JSON's schema (opentelemetry-proto's JSON mapping of
 ExportTraceServiceRequest: lowerCamelCase fields, ids in hex, int64s as decimal
-strings, enums as numbers).
+strings, enums as numbers), or, for application/x-protobuf (http/protobuf),
+decodes it with OpenTelemetry's own schema: opentelemetry-proto's .proto files
+as the npm package @opentelemetry/otlp-proto-exporter-base ships them
+(OTLP_PROTO_DIR: under tests/e2e/otlp_schema/node_modules, installed by
+tools/test.sh), compiled here by grpc_tools' protoc and parsed by Python's
+protobuf runtime, none of it ours.
 
 Used by trace_python_test.py (import: Collector) and by
 tests/containers/compose_test.sh (as a script: one JSON line per span to
 stdout, a line starting "SCHEMA ERROR" for a body that breaks the schema):
 
-    otlp_collector.py HOST PORT
+    otlp_collector.py HOST PORT [CONTENT_TYPE]   (default application/x-protobuf)
 """
+import base64
 import http.server
 import json
+import os
 import re
 import sys
+import tempfile
 import threading
 import time
+
+_SCHEMA = None
+
+
+def otlp_schema():
+    """ExportTraceServiceRequest compiled from OTLP_PROTO_DIR's official files."""
+    global _SCHEMA
+    if _SCHEMA is None:
+        from grpc_tools import protoc
+        proto_dir = os.environ["OTLP_PROTO_DIR"]
+        out = tempfile.mkdtemp(prefix="otlp-schema-")
+        wkt = os.path.join(os.path.dirname(protoc.__file__), "_proto")
+        files = [os.path.join(proto_dir, "opentelemetry", "proto", *p) for p in (
+            ("common", "v1", "common.proto"), ("resource", "v1", "resource.proto"),
+            ("trace", "v1", "trace.proto"), ("collector", "trace", "v1", "trace_service.proto"))]
+        if protoc.main(["protoc", f"-I{proto_dir}", f"-I{wkt}", f"--python_out={out}", *files]) != 0:
+            raise RuntimeError(f"protoc failed on {proto_dir}")
+        sys.path.insert(0, out)
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+        _SCHEMA = trace_service_pb2.ExportTraceServiceRequest
+    return _SCHEMA
+
+
+def protobuf_to_json(body):
+    """An http/protobuf body decoded with the official schema, then written in
+    OTLP's JSON mapping (ids base64 -> hex) for check_otlp."""
+    from google.protobuf import json_format
+    request = otlp_schema()()
+    request.ParseFromString(body)
+    doc = json_format.MessageToDict(request, use_integers_for_enums=True)
+    for rs in doc.get("resourceSpans", []):
+        for ss in rs.get("scopeSpans", []):
+            for span in ss.get("spans", []):
+                for key in ("traceId", "spanId", "parentSpanId"):
+                    if key in span:
+                        span[key] = base64.b64decode(span[key]).hex()
+    return json.dumps(doc)
 
 
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
@@ -49,15 +94,16 @@ def check_attributes(attrs):
 def check_otlp(body):
     """ExportTraceServiceRequest in OTLP/HTTP JSON (opentelemetry-proto's JSON
     mapping: lowerCamelCase fields, hex ids, int64 as decimal strings, enums as
-    numbers). Returns its spans; raises AssertionError on anything else."""
+    numbers). Returns its spans, each with its resource's attributes under
+    "resource"; raises AssertionError on anything else."""
     doc = json.loads(body)
     assert set(doc) == {"resourceSpans"}, doc.keys()
     spans = []
     for rs in doc["resourceSpans"]:
         assert set(rs) <= {"resource", "scopeSpans", "schemaUrl"}, rs.keys()
         check_attributes(rs["resource"]["attributes"])
-        names = {a["key"]: a["value"] for a in rs["resource"]["attributes"]}
-        assert names["service.name"] == {"stringValue": "tensorops-server"}, names
+        resource = {a["key"]: a["value"] for a in rs["resource"]["attributes"]}
+        assert "stringValue" in resource["service.name"], resource
         for ss in rs["scopeSpans"]:
             assert set(ss) <= {"scope", "spans", "schemaUrl"}, ss.keys()
             assert isinstance(ss["scope"]["name"], str)
@@ -79,7 +125,7 @@ def check_otlp(body):
                 if "status" in span:
                     assert set(span["status"]) <= {"code", "message"}, span
                     assert span["status"]["code"] in (0, 1, 2), span
-                spans.append(span)
+                spans.append(dict(span, resource=resource))
     return spans
 
 
@@ -87,7 +133,11 @@ class Collector:
     """An OTLP/HTTP collector stand-in: POST /v1/traces, bodies checked by
     check_otlp; the spans kept, schema failures recorded."""
 
-    def __init__(self, host="127.0.0.1", port=0):
+    def __init__(self, host="127.0.0.1", port=0, path="/v1/traces",
+                 content_type="application/x-protobuf"):
+        """`content_type`: the encoding every body must have (the server's
+        default, http/protobuf, or application/json)."""
+        self.content_type = content_type
         self.spans = []
         self.errors = []
         self.lock = threading.Lock()
@@ -98,10 +148,13 @@ class Collector:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 spans, error = [], None
                 try:
-                    assert self.path == "/v1/traces", self.path
-                    assert self.headers["Content-Type"] == "application/json"
+                    assert self.path == path, self.path
+                    content_type = self.headers["Content-Type"]
+                    assert content_type == collector.content_type, content_type
+                    if content_type == "application/x-protobuf":
+                        body = protobuf_to_json(body)
                     spans = check_otlp(body)
-                except (AssertionError, KeyError, ValueError) as e:
+                except Exception as e:  # noqa: BLE001 (a schema failure of any kind)
                     error = repr(e)
                 collector.record(spans, error)
                 self.send_response(200)
@@ -147,6 +200,7 @@ class Collector:
 
 if __name__ == "__main__":
     host, port = sys.argv[1], int(sys.argv[2])
+    content_type = sys.argv[3] if len(sys.argv) > 3 else "application/x-protobuf"
     out_lock = threading.Lock()
 
     class Printing(Collector):
@@ -157,4 +211,4 @@ if __name__ == "__main__":
                 if error:
                     print(f"SCHEMA ERROR {error}", flush=True)
 
-    Printing(host, port).httpd.serve_forever()
+    Printing(host, port, content_type=content_type).httpd.serve_forever()

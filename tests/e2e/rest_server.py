@@ -6,6 +6,7 @@ PID; its stderr goes to the test's own (ctest shows it on failure).
 """
 
 import http.client
+import os
 import queue
 import re
 import signal
@@ -17,12 +18,14 @@ class RestServer:
     """`binary` with --http_port=0 and `args`; grpc_port, http_port and scheme from its
     start lines."""
 
-    def __init__(self, binary, *args, stderr=None):
-        """`stderr`: where the server's stderr goes (a file object; None: the test's own)."""
+    def __init__(self, binary, *args, stderr=None, env=None):
+        """`stderr`: where the server's stderr goes (a file object; None: the test's own);
+        `env`: variables added to the server's environment."""
         self.proc = subprocess.Popen(
             [binary, "--host=127.0.0.1", "--port=0", "--metrics_port=-1",
              "--http_host=127.0.0.1", "--http_port=0", *args],
-            stdout=subprocess.PIPE, stderr=stderr, text=True)
+            stdout=subprocess.PIPE, stderr=stderr, text=True,
+            env=None if env is None else {**os.environ, **env})
         self.grpc_port = None
         self.http_port = None
         self.metrics_port = None  # with --metrics_port=0 among `args`

@@ -12,12 +12,20 @@ Trace Context, W3C Server Timing):
   is made, as when none is sent;
 - server-timing (gRPC trailing metadata, HTTP Server-Timing) lists queue,
   kernel and total with durations in ms;
-- --trace_headers=false sends neither;
+- --trace_headers=false sends neither; by default (auto) only a call that
+  arrived with a sampled traceparent gets them;
+- two traceparent headers start a new trace (the W3C test suite);
+- a REST error's access line counts the bytes of the error sent;
 - --otlp_endpoint: a collector stand-in (a small HTTP server here, which
-  checks every body against OTLP/HTTP JSON's schema) receives the call's
+  decodes every http/protobuf body with OpenTelemetry's own schema, and
+  checks JSON ones against OTLP/HTTP JSON's) receives the call's
   span (the caller's trace id, the caller's span as parent, the server's
   span id as sent back) with its queue and kernel stages as child spans,
-  for both doors; with the collector gone calls go on as fast and the
+  for both doors, named and attributed as OpenTelemetry's RPC and HTTP
+  semantic conventions say, with service.name (OTEL_SERVICE_NAME) and a
+  per-replica service.instance.id; OTEL_EXPORTER_OTLP_ENDPOINT gets
+  /v1/traces appended; a parent-based ratio sampler of 0 records callers'
+  sampled traces only; with the collector gone calls go on as fast and the
   drops are counted in tensorops_spans_dropped_total.
 
 Usage: trace_python_test.py TENSOROPS_SERVER PROTO_DIR
@@ -172,6 +180,19 @@ class TraceTest(unittest.TestCase):
         self.assertEqual(len(lines), 1, lines)
         self.assertIn(" access method=REST op=Roll code=OK ", lines[0])
         self.assertIn(f"trace_id={TRACE_ID}", lines[0])
+        # Two traceparents: neither is the parent (a new trace).
+        conn = self.server.conn()
+        conn.putrequest("POST", "/v2/models/Roll/infer")
+        body = json.dumps(ROLL_JSON).encode()
+        for h, v in [("Content-Type", "application/json"), ("Content-Length", str(len(body))),
+                     ("traceparent", PARENT), ("traceparent", PARENT)]:
+            conn.putheader(h, v)
+        conn.endheaders(body)
+        res = conn.getresponse()
+        res.read()
+        conn.close()
+        self.assertEqual(res.status, 200)
+        self.assertNotEqual(TRACEPARENT.match(res.getheader("traceparent")).group(1), TRACE_ID)
         for sent in MALFORMED:
             with self.subTest(sent=sent):
                 status, traceparent, _ = self.rest_call({"traceparent": sent})
@@ -179,6 +200,60 @@ class TraceTest(unittest.TestCase):
                 m = TRACEPARENT.match(traceparent)
                 self.assertIsNotNone(m, traceparent)
                 self.assertNotEqual(m.group(1), TRACE_ID)
+
+
+    def test_rest_error_access_line_counts_the_bytes_sent(self):
+        conn = self.server.conn()
+        conn.request("POST", "/v2/models/Roll/infer", '{"inputs": [}',
+                     {"Content-Type": "application/json", "traceparent": PARENT})
+        res = conn.getresponse()
+        body = res.read()
+        conn.close()
+        self.assertEqual(res.status, 400)
+        span = TRACEPARENT.match(res.getheader("traceparent")).group(2)
+        lines = self.log_lines(span)
+        access = [l for l in lines if " access method=REST" in l]
+        self.assertEqual(len(access), 1, lines)
+        self.assertIn(f" response_bytes={len(body)} ", access[0])
+        self.assertGreater(len(body), 0)
+
+
+class TraceHeadersAutoTest(unittest.TestCase):
+    """The default: a caller that traces (a sampled traceparent) gets the call's
+    traceparent and Server-Timing back; any other call gets neither."""
+
+    def test_only_callers_that_trace_get_them(self):
+        server = RestServer(SERVER)
+        try:
+            with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
+                stub = pb_grpc.TensorOpsStub(channel)
+                _, call = stub.Execute.with_call(roll_request(), metadata=[("traceparent", PARENT)],
+                                                 timeout=30)
+                m = TRACEPARENT.match(dict(call.initial_metadata())["traceparent"])
+                self.assertEqual(m.group(1), TRACE_ID)
+                self.assertRegex(dict(call.trailing_metadata())["server-timing"], TIMING)
+                for metadata in ([], [("traceparent", PARENT[:-2] + "00")],
+                                 [("traceparent", "garbage")]):
+                    with self.subTest(metadata=metadata):
+                        _, call = stub.Execute.with_call(roll_request(), metadata=metadata,
+                                                         timeout=30)
+                        self.assertNotIn("traceparent", dict(call.initial_metadata()))
+                        self.assertNotIn("server-timing", dict(call.trailing_metadata()))
+            for headers, sent_back in (({"traceparent": PARENT}, True), ({}, False),
+                                       ({"traceparent": PARENT[:-2] + "00"}, False)):
+                with self.subTest(headers=headers):
+                    conn = server.conn()
+                    conn.request("POST", "/v2/models/Roll/infer", json.dumps(ROLL_JSON), headers)
+                    res = conn.getresponse()
+                    res.read()
+                    conn.close()
+                    self.assertEqual(res.status, 200)
+                    self.assertEqual(res.getheader("traceparent") is not None, sent_back)
+                    self.assertEqual(res.getheader("Server-Timing") is not None, sent_back)
+                    if sent_back:
+                        self.assertRegex(res.getheader("Server-Timing"), TIMING)
+        finally:
+            self.assertEqual(server.stop(), 0)
 
 
 class TraceHeadersOffTest(unittest.TestCase):
@@ -214,7 +289,18 @@ class OtlpExportTest(unittest.TestCase):
         self.assertEqual(span["kind"], 2)
         attrs = {a["key"]: a["value"] for a in span["attributes"]}
         self.assertEqual(attrs["tensorops.op"], {"stringValue": "Roll"})
-        self.assertEqual(attrs["tensorops.code"], {"stringValue": "OK"})
+        if method.startswith("POST "):
+            self.assertEqual(attrs["http.request.method"], {"stringValue": "POST"})
+            self.assertEqual(attrs["http.route"], {"stringValue": "/v2/models/{model}/infer"})
+            self.assertEqual(attrs["http.response.status_code"], {"intValue": "200"})
+        else:
+            self.assertEqual(attrs["rpc.system"], {"stringValue": "grpc"})
+            self.assertEqual(attrs["rpc.service"], {"stringValue": "tensorops.v1.TensorOps"})
+            self.assertEqual(attrs["rpc.method"], {"stringValue": "Execute"})
+            self.assertEqual(attrs["rpc.grpc.status_code"], {"intValue": "0"})
+        self.assertEqual(span["resource"]["service.name"], {"stringValue": collector.service})
+        self.assertRegex(span["resource"]["service.instance.id"]["stringValue"],
+                         r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
         self.assertEqual(sorted(c["name"] for c in children), ["kernel", "queue"])
         for c in children:
             self.assertEqual(c["traceId"], TRACE_ID)
@@ -223,20 +309,22 @@ class OtlpExportTest(unittest.TestCase):
 
     def test_spans_reach_the_collector(self):
         collector = Collector().start()
+        collector.service = "tensorops-server"
         server = RestServer(SERVER, "--trace_headers=true", f"--otlp_endpoint=http://127.0.0.1:{collector.port}")
         try:
             with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
                 _, call = pb_grpc.TensorOpsStub(channel).Execute.with_call(
                     roll_request(), metadata=[("traceparent", PARENT)], timeout=30)
                 self.check_call_span(collector, dict(call.initial_metadata())["traceparent"],
-                                     "Execute")
+                                     "tensorops.v1.TensorOps/Execute")
             conn = server.conn()
             conn.request("POST", "/v2/models/Roll/infer", json.dumps(ROLL_JSON),
                          {"traceparent": PARENT})
             res = conn.getresponse()
             res.read()
             self.assertEqual(res.status, 200)
-            self.check_call_span(collector, res.getheader("traceparent"), "REST")
+            self.check_call_span(collector, res.getheader("traceparent"),
+                                 "POST /v2/models/{model}/infer")
             conn.close()
             # Not sampled by the caller: not exported.
             with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
@@ -248,6 +336,41 @@ class OtlpExportTest(unittest.TestCase):
                 self.assertFalse(any(s["spanId"] == quiet for s in collector.spans))
         finally:
             self.assertEqual(server.stop(), 0)
+            collector.close()
+
+    def test_opentelemetry_environment(self):
+        """OTEL_EXPORTER_OTLP_ENDPOINT (a base: /v1/traces appended to its path),
+        OTEL_EXPORTER_OTLP_PROTOCOL=http/json,
+        OTEL_SERVICE_NAME, and a parent-based ratio of 0: new traces are not
+        recorded, callers' sampled ones are; two replicas, two instance ids."""
+        collector = Collector(path="/otel/v1/traces", content_type="application/json").start()
+        collector.service = "tensorops-test"
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector.port}/otel/",
+               "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json",
+               "OTEL_SERVICE_NAME": "tensorops-test",
+               "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0"}
+        servers = [RestServer(SERVER, "--trace_headers=true", env=env) for _ in range(2)]
+        try:
+            for server in servers:
+                with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
+                    stub = pb_grpc.TensorOpsStub(channel)
+                    _, call = stub.Execute.with_call(roll_request(),
+                                                     metadata=[("traceparent", PARENT)], timeout=30)
+                    self.check_call_span(collector, dict(call.initial_metadata())["traceparent"],
+                                         "tensorops.v1.TensorOps/Execute")
+                    _, call = stub.Execute.with_call(roll_request(), timeout=30)
+                    root = TRACEPARENT.match(dict(call.initial_metadata())["traceparent"])
+                    self.assertEqual(root.group(3), "00")  # the sampler's no, sent on
+            time.sleep(1.5)  # the exporter's interval is 1 s
+            with collector.lock:
+                self.assertEqual(collector.errors, [])
+                self.assertFalse(any(s["traceId"] != TRACE_ID for s in collector.spans))
+                instances = {s["resource"]["service.instance.id"]["stringValue"]
+                             for s in collector.spans}
+            self.assertEqual(len(instances), 2)
+        finally:
+            for server in servers:
+                self.assertEqual(server.stop(), 0)
             collector.close()
 
     def test_gone_collector_drops_and_counts(self):

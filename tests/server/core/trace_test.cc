@@ -2,6 +2,7 @@
 
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "gmock/gmock.h"
@@ -12,6 +13,14 @@ namespace tensorops {
 namespace {
 
 constexpr char kValid[] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+TraceFields Fields(const std::vector<absl::string_view>& traceparent,
+                   const std::vector<absl::string_view>& tracestate) {
+  TraceFields f;
+  f.traceparent.assign(traceparent.begin(), traceparent.end());
+  f.tracestate.assign(tracestate.begin(), tracestate.end());
+  return f;
+}
 
 bool IsLowerHex(absl::string_view s) {
   for (char c : s) {
@@ -57,7 +66,7 @@ TEST(TraceTest, ParseTraceparentAsTheSpecSays) {
 }
 
 TEST(TraceTest, ValidParentKeepsTheTraceAndGetsANewSpan) {
-  const TraceContext t = TraceContext::Start(kValid, "congo=t61rcWkgMzE");
+  const TraceContext t = TraceContext::Start(Fields({kValid}, {"congo=t61rcWkgMzE"}));
   EXPECT_EQ(t.trace_id_hex(), "4bf92f3577b34da6a3ce929d0e0e4736");
   EXPECT_EQ(t.parent_span_id_hex(), "00f067aa0ba902b7");
   EXPECT_NE(t.span_id_hex(), "00f067aa0ba902b7");
@@ -67,17 +76,15 @@ TEST(TraceTest, ValidParentKeepsTheTraceAndGetsANewSpan) {
   EXPECT_EQ(t.tracestate(), "congo=t61rcWkgMzE");
   // Not sampled by the caller: passed on as such.
   const TraceContext quiet =
-      TraceContext::Start("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00", std::nullopt);
+      TraceContext::Start(Fields({"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"}, {}));
   EXPECT_FALSE(quiet.sampled());
   EXPECT_TRUE(absl::EndsWith(quiet.traceparent(), "-00"));
 }
 
 TEST(TraceTest, MissingOrMalformedStartsANewTrace) {
-  for (std::optional<absl::string_view> sent :
-       {std::optional<absl::string_view>(), std::optional<absl::string_view>("00-zz"),
-        std::optional<absl::string_view>(
-            "00-00000000000000000000000000000000-00f067aa0ba902b7-01")}) {
-    const TraceContext t = TraceContext::Start(sent, "vendor=dropped");
+  for (const std::vector<absl::string_view>& sent : std::vector<std::vector<absl::string_view>>{
+           {}, {"00-zz"}, {"00-00000000000000000000000000000000-00f067aa0ba902b7-01"}}) {
+    const TraceContext t = TraceContext::Start(Fields(sent, {"vendor=dropped"}));
     EXPECT_TRUE(ParseTraceparent(t.traceparent()).has_value()) << t.traceparent();
     EXPECT_TRUE(IsLowerHex(t.trace_id_hex()));
     EXPECT_EQ(t.parent_span_id_hex(), "");
@@ -91,7 +98,7 @@ TEST(TraceTest, IdsAreUnique) {
   std::set<std::string> traces;
   std::set<std::string> spans;
   for (int i = 0; i < 10000; ++i) {
-    const TraceContext t = TraceContext::Start(std::nullopt, std::nullopt);
+    const TraceContext t = TraceContext::Start(TraceFields());
     traces.emplace(t.trace_id_hex());
     spans.emplace(t.span_id_hex());
   }
