@@ -360,5 +360,71 @@ TEST_F(CallTest, HeldReservationBecomesTheTicketAndIsCountedOnce) {
   EXPECT_EQ(admission_->inflight_bytes(), 0);
 }
 
+// A prepared call of `output` bytes whose kernel only counts its runs.
+class CountingCall final : public PreparedCall {
+ public:
+  CountingCall(int64_t output, std::atomic<int>* runs) : output_(output), runs_(runs) {}
+  int64_t output_bytes() const override { return output_; }
+  absl::Status Run(ThreadPool*, int64_t) override {
+    ++*runs_;
+    return absl::OkStatus();
+  }
+
+ private:
+  const int64_t output_;
+  std::atomic<int>* const runs_;
+};
+
+// A unary call refused only because the budget is busy waits for it
+// (Options::budget_wait) and runs once the bytes come back; past the wait it
+// is refused, and counted, as before.
+TEST_F(CallTest, UnaryCallWaitsForABusyBudgetThenRunsOrIsRefusedAtTheWaitsEnd) {
+  CallPipeline::Options options;
+  options.budget_wait = absl::Milliseconds(300);
+  SetUpPipeline(4, options);  // a budget of 1 MiB
+  auto holder = std::make_unique<Call>(pipeline_.get(), CallMethod::kExecute, &ctx_,
+                                       [](const absl::Status&) {});
+  ASSERT_TRUE(holder->Admit(900 << 10, Queue::kNow).ok());
+  std::atomic<int> runs{0};
+  auto run_unary = [&](Call* call) {
+    call->RunUnary(
+        "Roll", 100 << 10,
+        [&]() -> absl::StatusOr<std::unique_ptr<PreparedCall>> {
+          return std::make_unique<CountingCall>(100 << 10, &runs);
+        },
+        [] { return int64_t{0}; });
+  };
+  // 200 KiB do not fit the 100 KiB left: refused after the wait.
+  const absl::Time t0 = absl::Now();
+  std::unique_ptr<Call> late = NewCall();
+  run_unary(late.get());
+  ASSERT_TRUE(done_.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_GE(absl::Now() - t0, absl::Milliseconds(300));
+  EXPECT_EQ(finished_.code(), absl::StatusCode::kResourceExhausted) << finished_;
+  EXPECT_EQ(runs.load(), 0);
+  EXPECT_EQ(Sample("tensorops_rejected_requests_total", {{"limit", "inflight_bytes"}}), 1);
+  late.reset();
+
+  // The same call again, and the holder's bytes come back while it waits.
+  absl::Notification admitted_done;
+  absl::Status admitted_status;
+  auto waiting = std::make_unique<Call>(pipeline_.get(), CallMethod::kExecute, &ctx_,
+                                        [&](const absl::Status& status) {
+                                          admitted_status = status;
+                                          admitted_done.Notify();
+                                        });
+  run_unary(waiting.get());
+  EXPECT_EQ(admission_->waiting(), 1);
+  holder->Finish(absl::OkStatus(), 0, 0);
+  holder.reset();  // its ticket goes back: the waiter is admitted and runs
+  ASSERT_TRUE(admitted_done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_TRUE(admitted_status.ok()) << admitted_status;
+  EXPECT_EQ(runs.load(), 1);
+  EXPECT_EQ(admission_->waiting(), 0);
+  EXPECT_EQ(Sample("tensorops_rejected_requests_total", {{"limit", "inflight_bytes"}}), 1);
+  waiting.reset();
+  EXPECT_EQ(admission_->inflight_bytes(), 0);
+}
+
 }  // namespace
 }  // namespace tensorops
