@@ -1,5 +1,6 @@
 #include "server/core/admission.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
@@ -45,6 +46,8 @@ std::map<std::string, std::string> BudgetFacts(int64_t limit, int64_t request,
 
 }  // namespace
 
+constexpr absl::string_view kShuttingDown = "server is shutting down";
+
 absl::Status DrainingError(absl::string_view message) {
   return Retryable(absl::UnavailableError(message), kDrainRetryDelay, "DRAINING", {});
 }
@@ -74,18 +77,20 @@ absl::Status AdmissionController::CheckBytes(int64_t bytes, Limit* limit) const 
                              max_inflight_bytes_)),
                          "REQUEST_OVER_INFLIGHT_BUDGET", BudgetFacts(max_inflight_bytes_, bytes));
   }
-  if (bytes_ + bytes > max_inflight_bytes_) {
+  if (bytes_ + waiting_bytes_ + bytes > max_inflight_bytes_) {
     *limit = Limit::kInflightBytes;
     return Retryable(absl::ResourceExhaustedError(absl::StrCat(
-                         "in-flight byte budget exhausted (", bytes_, " of --max_inflight_bytes=",
-                         max_inflight_bytes_, " in use, request needs ", bytes, "); retry later")),
+                         "in-flight byte budget exhausted (", bytes_ + waiting_bytes_,
+                         " of --max_inflight_bytes=", max_inflight_bytes_,
+                         " in use or waited for, request needs ", bytes, "); retry later")),
                      kBytesRetryDelay, "INFLIGHT_BYTES_EXHAUSTED",
-                     BudgetFacts(max_inflight_bytes_, bytes, bytes_));
+                     BudgetFacts(max_inflight_bytes_, bytes, bytes_ + waiting_bytes_));
   }
   return absl::OkStatus();
 }
 
-absl::Status AdmissionController::CheckGrowth(int64_t held, int64_t bytes, Limit* limit) const {
+absl::Status AdmissionController::CheckGrowth(int64_t held, int64_t bytes, int64_t ahead,
+                                              Limit* limit) const {
   if (bytes > max_inflight_bytes_) {
     *limit = Limit::kInflightBytes;
     return WithErrorInfo(absl::ResourceExhaustedError(absl::StrCat(
@@ -94,26 +99,126 @@ absl::Status AdmissionController::CheckGrowth(int64_t held, int64_t bytes, Limit
                          "REQUEST_OVER_INFLIGHT_BUDGET", BudgetFacts(max_inflight_bytes_, bytes));
   }
   // Only what is not held yet is new to the budget.
-  if (bytes_ + (bytes - held) > max_inflight_bytes_) {
+  if (bytes_ + ahead + (bytes - held) > max_inflight_bytes_) {
     *limit = Limit::kInflightBytes;
-    return Retryable(absl::ResourceExhaustedError(absl::StrCat(
-                         "in-flight byte budget exhausted (", bytes_,
-                         " of --max_inflight_bytes=", max_inflight_bytes_,
-                         " in use, request needs ", bytes - held, " more); retry later")),
-                     kBytesRetryDelay, "INFLIGHT_BYTES_EXHAUSTED",
-                     BudgetFacts(max_inflight_bytes_, bytes - held, bytes_));
+    return Retryable(
+        absl::ResourceExhaustedError(absl::StrCat(
+            "in-flight byte budget exhausted (", bytes_ + ahead,
+            " of --max_inflight_bytes=", max_inflight_bytes_,
+            " in use or waited for, request needs ", bytes - held, " more); retry later")),
+        kBytesRetryDelay, "INFLIGHT_BYTES_EXHAUSTED",
+        BudgetFacts(max_inflight_bytes_, bytes - held, bytes_ + ahead));
   }
   return absl::OkStatus();
 }
 
 absl::Status AdmissionController::CheckOpen() const {
-  if (closed_) return DrainingError("server is shutting down");
+  if (closed_) return DrainingError(kShuttingDown);
   return absl::OkStatus();
 }
 
 void AdmissionController::Close() {
-  std::lock_guard<std::mutex> lock(mu_);
-  closed_ = true;
+  Ended ended;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    for (Waiter& w : waiters_) ended.emplace_back(std::move(w.done), DrainingError(kShuttingDown));
+    waiters_.clear();
+    waiting_bytes_ = 0;
+  }
+  RunEnded(std::move(ended));
+}
+
+AdmissionController::~AdmissionController() {
+  Ended ended;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    for (Waiter& w : waiters_) ended.emplace_back(std::move(w.done), DrainingError(kShuttingDown));
+    waiters_.clear();
+    waiting_bytes_ = 0;
+  }
+  timer_cv_.notify_all();
+  RunEnded(std::move(ended));
+  if (timer_.joinable()) timer_.join();
+}
+
+void AdmissionController::WaitForBytes(AdmissionTicket* ticket, int64_t bytes, absl::Time until,
+                                       absl::Status refusal, WaitDone done) {
+  Ended ended;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int64_t growth = bytes - ticket->bytes_;
+    if (closed_ || stop_) {
+      ended.emplace_back(std::move(done), DrainingError(kShuttingDown));
+    } else if (waiting_bytes_ + growth > max_inflight_bytes_) {
+      // What waits already adds up to the whole budget: no point in more.
+      ended.emplace_back(std::move(done), std::move(refusal));
+    } else {
+      waiters_.push_back(Waiter{ticket, growth, until, std::move(refusal), std::move(done)});
+      waiting_bytes_ += growth;
+      if (!timer_.joinable()) timer_ = std::thread([this] { TimerLoop(); });
+      timer_cv_.notify_one();
+      Pump(absl::Now(), &ended);  // bytes freed since the refusal
+    }
+  }
+  RunEnded(std::move(ended));
+}
+
+void AdmissionController::Pump(absl::Time now, Ended* ended) {
+  // First come, first served: the head waits until it fits, the others
+  // behind it (a big call is not starved by small ones).
+  while (!waiters_.empty() && bytes_ + waiters_.front().growth <= max_inflight_bytes_) {
+    Waiter& w = waiters_.front();
+    Limit limit;
+    absl::Status s = CheckQueue(&limit);
+    if (s.ok()) {
+      ++queued_;
+      ++inflight_;
+      bytes_ += w.growth;
+      AdmissionTicket* t = w.ticket;
+      if (t->controller_ == nullptr) *t = AdmissionTicket(this, 0, false, false);
+      t->bytes_ += w.growth;
+      t->queued_ = true;
+      t->request_ = true;
+      Notify();
+    }
+    waiting_bytes_ -= w.growth;
+    ended->emplace_back(std::move(w.done), std::move(s));
+    waiters_.pop_front();
+  }
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    if (it->until > now) {
+      ++it;
+      continue;
+    }
+    waiting_bytes_ -= it->growth;
+    ended->emplace_back(std::move(it->done), std::move(it->refusal));
+    it = waiters_.erase(it);
+  }
+}
+
+void AdmissionController::RunEnded(Ended ended) {
+  for (auto& [done, status] : ended) std::move(done)(std::move(status));
+}
+
+void AdmissionController::TimerLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    if (waiters_.empty()) {
+      timer_cv_.wait(lock);
+      continue;
+    }
+    absl::Time next = absl::InfiniteFuture();
+    for (const Waiter& w : waiters_) next = std::min(next, w.until);
+    timer_cv_.wait_until(lock, absl::ToChronoTime(next));
+    Ended ended;
+    Pump(absl::Now(), &ended);
+    if (ended.empty()) continue;
+    lock.unlock();
+    RunEnded(std::move(ended));
+    lock.lock();
+  }
 }
 
 void AdmissionController::Notify() const {
@@ -140,7 +245,7 @@ absl::StatusOr<AdmissionTicket> AdmissionController::Reserve(int64_t bytes, Limi
   std::lock_guard<std::mutex> lock(mu_);
   *limit = Limit::kNone;
   absl::Status s = CheckOpen();
-  if (s.ok()) s = CheckGrowth(0, bytes, limit);
+  if (s.ok()) s = CheckGrowth(0, bytes, waiting_bytes_, limit);
   if (!s.ok()) return s;
   bytes_ += bytes;
   Notify();
@@ -148,14 +253,20 @@ absl::StatusOr<AdmissionTicket> AdmissionController::Reserve(int64_t bytes, Limi
 }
 
 absl::Status AdmissionController::Resize(AdmissionTicket* ticket, int64_t bytes, Limit* limit) {
-  std::lock_guard<std::mutex> lock(mu_);
-  *limit = Limit::kNone;
-  if (bytes > ticket->bytes_) {
-    if (absl::Status s = CheckGrowth(ticket->bytes_, bytes, limit); !s.ok()) return s;
+  Ended ended;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    *limit = Limit::kNone;
+    if (bytes > ticket->bytes_) {
+      if (absl::Status s = CheckGrowth(ticket->bytes_, bytes, 0, limit); !s.ok()) return s;
+    }
+    const bool shrinks = bytes < ticket->bytes_;
+    bytes_ += bytes - ticket->bytes_;
+    ticket->bytes_ = bytes;
+    Notify();
+    if (shrinks) Pump(absl::Now(), &ended);
   }
-  bytes_ += bytes - ticket->bytes_;
-  ticket->bytes_ = bytes;
-  Notify();
+  RunEnded(std::move(ended));
   return absl::OkStatus();
 }
 
@@ -166,7 +277,7 @@ absl::Status AdmissionController::AdmitReserved(AdmissionTicket* ticket, int64_t
   const bool take_slot = queue == Queue::kNow;
   absl::Status s = CheckOpen();
   if (s.ok() && take_slot) s = CheckQueue(limit);
-  if (s.ok() && bytes > ticket->bytes_) s = CheckGrowth(ticket->bytes_, bytes, limit);
+  if (s.ok() && bytes > ticket->bytes_) s = CheckGrowth(ticket->bytes_, bytes, 0, limit);
   if (!s.ok()) return s;
   if (take_slot) ++queued_;
   ++inflight_;
@@ -195,11 +306,16 @@ void AdmissionController::LeaveQueue() {
 }
 
 void AdmissionController::Release(int64_t bytes, bool request) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (request) --inflight_;
-  bytes_ -= bytes;
-  Notify();
-  if (request && inflight_ == 0) idle_.notify_all();
+  Ended ended;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (request) --inflight_;
+    bytes_ -= bytes;
+    Notify();
+    if (!waiters_.empty()) Pump(absl::Now(), &ended);
+    if (inflight_ == 0) idle_.notify_all();
+  }
+  RunEnded(std::move(ended));
 }
 
 int64_t AdmissionController::queued() const {
@@ -215,6 +331,11 @@ int64_t AdmissionController::inflight_requests() const {
 int64_t AdmissionController::inflight_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   return bytes_;
+}
+
+int64_t AdmissionController::waiting() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int64_t>(waiters_.size());
 }
 
 bool AdmissionController::WaitIdle(absl::Time deadline) {

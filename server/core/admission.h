@@ -23,16 +23,32 @@
 // reservation is not a request in flight (WaitIdle does not wait for a body
 // still arriving: the drain refuses it anyway).
 //
-// Thread-safety: AdmissionController's methods are safe from any thread. An
-// AdmissionTicket belongs to one call and is used by one thread at a time.
+// A call refused only because the budget is busy (it fits the budget, not
+// what is free of it) may wait for it a short, bounded time (WaitForBytes):
+// first come, first served, and ahead of every new request (Admit and
+// Reserve count what waits as taken). This is what lets both doors in when
+// they share one budget under a burst: an HTTP body is reserved when its
+// header arrives, a gRPC message only once it has arrived whole, so without
+// the wait a REST burst takes the whole budget before the first gRPC call
+// of the same burst can ask for it (docs/reliability.md, "Memory limit").
+//
+// Thread-safety: AdmissionController's methods are safe from any thread; a
+// waiter's callback runs on the thread that freed the bytes, the timer
+// thread, or the caller's (never with the lock held). An AdmissionTicket
+// belongs to one call and is used by one thread at a time.
 #ifndef TENSOROPS_SERVER_CORE_ADMISSION_H_
 #define TENSOROPS_SERVER_CORE_ADMISSION_H_
 
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -59,10 +75,17 @@ class AdmissionController {
   // with the controller's lock held: keep it cheap (a gauge Set).
   using Observer = std::function<void(int64_t inflight, int64_t bytes, int64_t queued)>;
 
+  // Told once how a wait ended: OK (the ticket is admitted) or the refusal.
+  using WaitDone = absl::AnyInvocable<void(absl::Status) &&>;
+
   AdmissionController(int64_t max_queue, int64_t max_inflight_bytes, Observer observer = nullptr)
       : max_queue_(max_queue),
         max_inflight_bytes_(max_inflight_bytes),
         observer_(std::move(observer)) {}
+  // Refuses what still waits (UNAVAILABLE) and stops the timer thread.
+  ~AdmissionController();
+  AdmissionController(const AdmissionController&) = delete;
+  AdmissionController& operator=(const AdmissionController&) = delete;
 
   // Takes `bytes` of the budget (and with Queue::kNow a queue slot), or
   // returns RESOURCE_EXHAUSTED saying which limit (and sets *limit), or
@@ -73,27 +96,59 @@ class AdmissionController {
   // once Close()d). Grown with AdmissionTicket::Resize, made a call's ticket
   // with AdmissionTicket::AdmitReserved.
   absl::StatusOr<AdmissionTicket> Reserve(int64_t bytes, Limit* limit);
+  // After Admit (Queue::kNow) or a reservation's AdmitReserved was refused
+  // with `refusal`, INFLIGHT_BYTES_EXHAUSTED (the budget busy): waits until
+  // `bytes` fit, then admits `ticket` (empty, or the reservation) for them
+  // with a queue slot, as those would, and calls done(OK). At `until`, at
+  // Close(), or at once when what waits already adds up to the whole budget,
+  // done gets `refusal` (UNAVAILABLE at Close; RESOURCE_EXHAUSTED naming
+  // --max_queue when the bytes fit but the queue is full). `done` runs
+  // exactly once, possibly before WaitForBytes returns; `ticket` must stay
+  // put until then.
+  void WaitForBytes(AdmissionTicket* ticket, int64_t bytes, absl::Time until, absl::Status refusal,
+                    WaitDone done);
   // The drain: from now on Admit refuses with UNAVAILABLE, so once WaitIdle
-  // returns true nothing is admitted any more. A ticket's EnterQueue still
-  // works for streams admitted before (their upload may go on).
+  // returns true nothing is admitted any more; waiting calls are refused.
+  // A ticket's EnterQueue still works for streams admitted before (their
+  // upload may go on).
   void Close();
 
   int64_t queued() const;
   int64_t inflight_requests() const;
   int64_t inflight_bytes() const;
+  // Calls waiting in WaitForBytes.
+  int64_t waiting() const;
   // Waits until no request is in flight, or until `deadline`. True if none is.
   bool WaitIdle(absl::Time deadline);
 
  private:
   friend class AdmissionTicket;
 
+  struct Waiter {
+    AdmissionTicket* ticket;
+    int64_t growth;  // what the ticket grows by when admitted
+    absl::Time until;
+    absl::Status refusal;
+    WaitDone done;
+  };
+  // Waiters and how each ended, run outside the lock.
+  using Ended = std::vector<std::pair<WaitDone, absl::Status>>;
+
   // All with mu_ held.
   absl::Status CheckOpen() const;
   absl::Status CheckQueue(Limit* limit) const;
+  // A new request: what waits counts as taken (waiters come first).
   absl::Status CheckBytes(int64_t bytes, Limit* limit) const;
-  // A ticket holding `held` growing to `bytes` (> held).
-  absl::Status CheckGrowth(int64_t held, int64_t bytes, Limit* limit) const;
+  // A ticket holding `held` growing to `bytes` (> held), behind `ahead`
+  // bytes of waiters (a new reservation) or none (a ticket already held).
+  absl::Status CheckGrowth(int64_t held, int64_t bytes, int64_t ahead, Limit* limit) const;
   void Notify() const;
+  // Admits the waiters at the head that fit now, refuses those past their
+  // time; appends them to *ended.
+  void Pump(absl::Time now, Ended* ended);
+  // Runs each ended waiter's callback (mu_ not held).
+  static void RunEnded(Ended ended);
+  void TimerLoop();
 
   // For AdmissionTicket.
   absl::Status EnterQueue(Limit* limit);
@@ -113,6 +168,13 @@ class AdmissionController {
   int64_t inflight_ = 0;          // guarded by mu_
   int64_t bytes_ = 0;             // guarded by mu_
   bool closed_ = false;           // guarded by mu_
+  std::deque<Waiter> waiters_;    // guarded by mu_; first come first
+  int64_t waiting_bytes_ = 0;     // guarded by mu_: what the waiters ask for
+  // Refuses waiters at their time when nothing frees bytes before it;
+  // started with the first waiter.
+  std::thread timer_;
+  std::condition_variable timer_cv_;  // a new waiter, or stop
+  bool stop_ = false;                 // guarded by mu_
 };
 
 // One admitted call's share of the controller: move-only; empty when

@@ -2,12 +2,15 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/core/logging.h"
+#include "wire/status_details.h"
 
 namespace tensorops {
 namespace {
@@ -117,13 +120,55 @@ void Call::RunUnary(absl::string_view op, int64_t request_bytes, PrepareFn prepa
   }
   if (status.ok()) {
     timeout_ = prepared_->timeout();
-    status = Admit(request_bytes_ + prepared_->output_bytes() + prepared_->scratch_bytes(),
-                   AdmissionController::Queue::kNow);
+    const int64_t bytes = request_bytes_ + prepared_->output_bytes() + prepared_->scratch_bytes();
+    AdmissionController::Limit limit = AdmissionController::Limit::kNone;
+    status = TryAdmit(bytes, AdmissionController::Queue::kNow, &limit);
+    if (limit == AdmissionController::Limit::kInflightBytes &&
+        pipeline_->options_.budget_wait > absl::ZeroDuration() &&
+        ErrorReason(status) == "INFLIGHT_BYTES_EXHAUSTED") {
+      WaitForBudget(bytes, std::move(status));  // may finish (and delete) this Call
+      return;
+    }
+    if (limit != AdmissionController::Limit::kNone) {
+      pipeline_->metrics_->RecordRejected(MetricsLimit(limit));
+    }
   }
   if (!status.ok()) {
     EndUnary(status);
     return;
   }
+  RunAdmitted();
+}
+
+void Call::WaitForBudget(int64_t bytes, absl::Status refusal) {
+  const absl::Time until = std::min(
+      {absl::Now() + pipeline_->options_.budget_wait, ctx_->deadline(), start_ + timeout_});
+  // The wait ends on whichever thread freed the bytes (a door's, the pool's)
+  // or the controller's timer. Admitted, the call goes on from the pool, as
+  // any queued call does; refused, it ends there and then (through the pool
+  // its refusal would wait for the very kernels that hold the budget).
+  pipeline_->admission_->WaitForBytes(
+      &ticket_, bytes, until, std::move(refusal), [this](absl::Status s) {
+        if (s.ok()) {
+          pipeline_->pool_->Schedule([this] {
+            const LogCallScope log_scope(trace_.trace_id_hex(), trace_.span_id_hex());
+            queued_at_ = absl::Now();
+            RunAdmitted();
+          });
+          return;
+        }
+        const LogCallScope log_scope(trace_.trace_id_hex(), trace_.span_id_hex());
+        const std::optional<std::string> reason = ErrorReason(s);
+        if (reason == "INFLIGHT_BYTES_EXHAUSTED") {
+          pipeline_->metrics_->RecordRejected(Metrics::Limit::kInflightBytes);
+        } else if (reason == "QUEUE_FULL") {
+          pipeline_->metrics_->RecordRejected(Metrics::Limit::kQueue);
+        }
+        EndUnary(s);  // may delete this Call
+      });
+}
+
+void Call::RunAdmitted() {
   Run(
       prepared_->output_bytes(),
       [this](ThreadPool* pool, int64_t min_parallel_bytes) {
@@ -151,27 +196,30 @@ void Call::SetOp(absl::string_view requested, const OpDef* def) {
                              : pipeline_->metrics_->unknown_op_index();
 }
 
-absl::Status Call::Admit(int64_t budget_bytes, AdmissionController::Queue queue) {
-  AdmissionController::Limit limit;
+absl::Status Call::TryAdmit(int64_t budget_bytes, AdmissionController::Queue queue,
+                            AdmissionController::Limit* limit) {
   absl::Status s;
   if (ticket_.held() && !ticket_.request()) {
     // HoldReservation: the request's bytes are already counted.
-    s = ticket_.AdmitReserved(budget_bytes, queue, &limit);
+    s = ticket_.AdmitReserved(budget_bytes, queue, limit);
   } else {
     absl::StatusOr<AdmissionTicket> ticket =
-        pipeline_->admission_->Admit(budget_bytes, queue, &limit);
+        pipeline_->admission_->Admit(budget_bytes, queue, limit);
     if (ticket.ok()) ticket_ = *std::move(ticket);
     s = ticket.status();
   }
-  if (!s.ok()) {
-    // kNone: admission is closed (the drain), not a limit.
-    if (limit != AdmissionController::Limit::kNone) {
-      pipeline_->metrics_->RecordRejected(MetricsLimit(limit));
-    }
-    return s;
+  if (s.ok() && queue == AdmissionController::Queue::kNow) queued_at_ = absl::Now();
+  return s;
+}
+
+absl::Status Call::Admit(int64_t budget_bytes, AdmissionController::Queue queue) {
+  AdmissionController::Limit limit = AdmissionController::Limit::kNone;
+  absl::Status s = TryAdmit(budget_bytes, queue, &limit);
+  // kNone: admission is closed (the drain), not a limit.
+  if (!s.ok() && limit != AdmissionController::Limit::kNone) {
+    pipeline_->metrics_->RecordRejected(MetricsLimit(limit));
   }
-  if (queue == AdmissionController::Queue::kNow) queued_at_ = absl::Now();
-  return absl::OkStatus();
+  return s;
 }
 
 absl::Status Call::EnterQueue() {

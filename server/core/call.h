@@ -87,6 +87,17 @@ namespace tensorops {
 // across the pool.
 inline constexpr int64_t kDefaultInlineMaxBytes = int64_t{1} << 20;
 
+// Default of CallPipeline::Options::budget_wait. Both doors share one
+// budget and a REST body takes its bytes when its header arrives, a gRPC
+// message only once it has arrived whole: under a mixed burst in a 1 GiB
+// container the REST calls held the whole budget when the gRPC calls came,
+// and all 16 gRPC calls were refused. Waiting (first come, first served)
+// lets the later door in as soon as the earlier one's calls finish
+// (docs/reliability.md, "Memory limit", has the runs); a second is several
+// times a 64 MiB call's run there, and short enough that a refused caller
+// still hears back soon (its retry comes after the RetryInfo's 100 ms).
+inline constexpr absl::Duration kDefaultBudgetWait = absl::Seconds(1);
+
 // What every call of one service shares.
 class CallPipeline {
  public:
@@ -116,6 +127,10 @@ class CallPipeline {
     // outlive every call.
     SpanExporter* spans = nullptr;
     Sampler sampler;  // OTEL_TRACES_SAMPLER, _ARG
+    // How long a unary call refused only because the in-flight budget is
+    // busy waits for it (AdmissionController::WaitForBytes; also bounded by
+    // the call's deadline) before its refusal goes out; 0: refused at once.
+    absl::Duration budget_wait = kDefaultBudgetWait;
   };
 
   // None of the pointers is owned; all must outlive the pipeline and every call.
@@ -245,7 +260,9 @@ class Call {
 
   // The unary sequence, once for every unary front door: SetOp(op, the op
   // the registry finds), Open, `prepare` (on the calling thread), Admit of
-  // request_bytes + output and scratch bytes with Queue::kNow, Run of the prepared call,
+  // request_bytes + output and scratch bytes with Queue::kNow (refused only
+  // because the budget is busy: waits for it, Options::budget_wait, and goes
+  // on from a pool thread), Run of the prepared call,
   // Finish(status, request_bytes, reply_bytes() if OK, else the error_bytes
   // given, if any). Any step's error finishes the call with it. The prepared
   // call is destroyed before Finish.
@@ -315,6 +332,14 @@ class Call {
   void RunNow();
   // Why a queued call must not run at `now` (counted as dropped), or OK.
   absl::Status CheckDrop(absl::Time now);
+  // Admit without counting a refusal; *limit says which.
+  absl::Status TryAdmit(int64_t budget_bytes, AdmissionController::Queue queue,
+                        AdmissionController::Limit* limit);
+  // RunUnary after its admission: Run of the prepared call, then EndUnary.
+  void RunAdmitted();
+  // RunUnary refused with `refusal` because the budget is busy: waits for
+  // `bytes` of it, then RunAdmitted or EndUnary with the refusal.
+  void WaitForBudget(int64_t bytes, absl::Status refusal);
   // RunUnary's end: drops the prepared call, then Finish.
   void EndUnary(const absl::Status& status);
   // Finish's span for Options::spans.

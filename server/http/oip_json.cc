@@ -59,7 +59,10 @@ int HttpStatusOf(const absl::Status& status) {
     case absl::StatusCode::kAborted:
       return 409;
     case absl::StatusCode::kResourceExhausted:
-      // A tensor over a size limit names its flag; the rest is admission (overloaded).
+      // A tensor over a size limit names its flag, and a request larger than
+      // the whole in-flight budget can never fit: 413, no Retry-After. The
+      // rest is admission (overloaded): 503.
+      if (ErrorReason(status) == "REQUEST_OVER_INFLIGHT_BUDGET") return 413;
       return status.message().find("(--max_") != absl::string_view::npos ? 413 : 503;
     case absl::StatusCode::kUnimplemented:
       return 501;

@@ -23,8 +23,9 @@ namespace tensorops {
 // The HTTP status of an error (../shared/api-rest.md "Status codes"): 400
 // for what a request got wrong, 401/403/404, 409 for a conflict (a shared
 // memory region's name already registered), 413 for a size limit (a
-// RESOURCE_EXHAUSTED naming its "(--max_..." flag), 503 for the in-flight
-// budget, the queue and the drain, 504, 501; 500 only for INTERNAL,
+// RESOURCE_EXHAUSTED naming its "(--max_..." flag, or a request larger than
+// the whole in-flight budget: ErrorInfo REQUEST_OVER_INFLIGHT_BUDGET), 503
+// for the in-flight budget busy, the queue and the drain, 504, 501; 500 only for INTERNAL,
 // UNKNOWN and DATA_LOSS, which no request can cause (bugs).
 int HttpStatusOf(const absl::Status& status);
 // {"error": "<message>"}.

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/status_macros.h"
 
@@ -70,7 +71,12 @@ absl::Status BodyBytes::Count(uint64_t n, absl::string_view what) {
   if (pipeline_ == nullptr) return absl::OkStatus();
   absl::Status s = pipeline_->Reserve(static_cast<int64_t>(n), &reservation_);
   if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+  // The refusal's details go with it (RetryInfo: Retry-After; ErrorInfo
+  // REQUEST_OVER_INFLIGHT_BUDGET: 413 rather than 503).
+  absl::Status out(s.code(), absl::StrCat(what, ": ", s.message()));
+  s.ForEachPayload(
+      [&out](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
+  return out;
 }
 
 absl::Status BodyBytes::GrowTo(uint64_t need) {

@@ -29,6 +29,7 @@
 #include "tests/harness/http_get.h"
 #include "tests/harness/server_process.h"
 #include "tests/sanitizers.h"
+#include "tests/seed.h"
 
 namespace tensorops {
 namespace {
@@ -305,7 +306,7 @@ class FlowStreamTest : public ::testing::Test {
 ServerProcess* FlowStreamTest::server_ = nullptr;
 
 TEST_F(FlowStreamTest, RandomOpsChainsTypesAndRanksAreBitIdenticalToExecute) {
-  std::mt19937_64 rng(37);
+  std::mt19937_64 rng(::tensorops::testing::TestSeed(37));
   const std::pair<v1::DataType, int64_t> types[] = {
       {v1::DATA_TYPE_UINT8, 1},   {v1::DATA_TYPE_INT16, 2},       {v1::DATA_TYPE_FLOAT32, 4},
       {v1::DATA_TYPE_FLOAT64, 8}, {v1::DATA_TYPE_COMPLEX128, 16}, {v1::DATA_TYPE_BOOL, 1},
@@ -357,7 +358,7 @@ Case BigRoll(int64_t bytes) {
 
 TEST_F(FlowStreamTest, OutputStartsBeforeTheInputEndsAndDataFirstOnlyDelaysIt) {
   const Case c = BigRoll(64 << 20);
-  std::mt19937_64 rng(1);
+  std::mt19937_64 rng(::tensorops::testing::TestSeed(1));
   const Reply r = Converse(stub_.get(), StreamOf(c, true));
   ASSERT_TRUE(r.status.ok()) << r.status.error_message();
   EXPECT_GE(r.first_output_after_sent, 0);
@@ -389,7 +390,7 @@ TEST_F(FlowStreamTest, ALayoutThatDoesNotFlowIsBufferedAndStillSentWithCrcs) {
   Case c;
   c.shape = {1 << 20, 8};
   c.data.resize(8 << 20);
-  std::mt19937_64 rng(5);
+  std::mt19937_64 rng(::tensorops::testing::TestSeed(5));
   for (char& b : c.data) b = static_cast<char>(rng());
   c.ops = {{"onnx.ReverseSequence", {}, {I64({1 << 20, 5, 0, 1, 77, 1 << 19, 3, 1000})}}};
   grpc::ClientContext ctx;

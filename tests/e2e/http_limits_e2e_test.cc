@@ -216,6 +216,7 @@ TEST_F(HttpLimitsE2ETest, AtTheCapWithNoneIdleANewConnectionGets503) {
   bool closed = false;
   const std::string answer = fifth.ReadAnswer(5000, &closed);
   EXPECT_EQ(Status(answer), 503) << answer;
+  EXPECT_THAT(answer, HasSubstr("Retry-After: 1\r\n"));
   EXPECT_THAT(answer, HasSubstr("Content-Type: application/json"));
   EXPECT_THAT(answer, HasSubstr(R"({"error":"the HTTP/REST port has its 4 connections open and )"
                                 "none idle (--http_max_connections); retry later\"}"));

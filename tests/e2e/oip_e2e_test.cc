@@ -35,6 +35,7 @@
 #include "tests/harness/raw_bytes.h"
 #include "tests/harness/server_process.h"
 #include "tests/harness/shm_object.h"
+#include "tests/seed.h"
 
 namespace tensorops {
 namespace {
@@ -267,7 +268,7 @@ class OipE2ETest : public ::testing::Test {
 
 TEST_F(OipE2ETest, EveryOpEveryDatatypeTypedAndRawEqualsExecute) {
   Start();
-  std::mt19937 rng(16);
+  std::mt19937 rng(::tensorops::testing::TestSeed(16));
   int checked = 0;
   for (const OpCase& c : OpCases()) {
     for (const Datatype& d : kDatatypes) {
@@ -353,7 +354,7 @@ TEST_F(OipE2ETest, MetadataRpcs) {
 
 TEST_F(OipE2ETest, ErrorCodes) {
   Start();
-  std::mt19937 rng(1);
+  std::mt19937 rng(::tensorops::testing::TestSeed(1));
   const OpCase roll = OpCases()[0];
   const Elements e = RandomElements(kDatatypes[7], 24, &rng);  // INT32
   const ModelInferRequest good = OipRequest(roll, kDatatypes[7], e, false);
@@ -410,7 +411,7 @@ TEST_F(OipE2ETest, ErrorCodes) {
 
 TEST_F(OipE2ETest, StreamAnswersInOrderAndGoesOnAfterABadRequest) {
   Start();
-  std::mt19937 rng(2);
+  std::mt19937 rng(::tensorops::testing::TestSeed(2));
   std::vector<ModelInferRequest> requests;
   std::vector<std::string> expected;
   for (const OpCase& c : OpCases()) {
@@ -458,7 +459,7 @@ TEST_F(OipE2ETest, TimeoutParameterDropsACallQueuedPastIt) {
   testing::KernelGate gate;
   ASSERT_TRUE(gate.shut_ok());
   Start({gate.Flag()});
-  std::mt19937 rng(7);
+  std::mt19937 rng(::tensorops::testing::TestSeed(7));
   const std::vector<OpCase> cases = OpCases();
   const OpCase& c = cases[0];
   const Elements e = RandomElements(kDatatypes[10], NumElements(c.data_shape), &rng);  // FP32
@@ -582,7 +583,7 @@ TEST_F(OipE2ETest, SharedMemoryLifecycle) {
   }
 
   // Infer every op, FP32 and BYTES, inputs and output in shared memory; same as Execute.
-  std::mt19937 rng(3);
+  std::mt19937 rng(::tensorops::testing::TestSeed(3));
   for (const OpCase& c : OpCases()) {
     for (const Datatype& d : {kDatatypes[10], kDatatypes[12]}) {
       SCOPED_TRACE(absl::StrCat(c.model, " ", d.oip));
@@ -749,7 +750,7 @@ TEST_F(OipE2ETest, SharedMemoryNeedsTheToken) {
     EXPECT_TRUE(ready.ready());
   }
   ASSERT_TRUE(Register(stub_.get(), "r", obj.key(), 0, 4096, "s3cret").ok());
-  std::mt19937 rng(4);
+  std::mt19937 rng(::tensorops::testing::TestSeed(4));
   ModelInferRequest r =
       OipRequest(OpCases()[0], kDatatypes[7], RandomElements(kDatatypes[7], 24, &rng), false);
   ModelInferResponse out;
@@ -766,7 +767,7 @@ TEST_F(OipE2ETest, SharedMemoryNeedsTheToken) {
 
 TEST_F(OipE2ETest, StatisticsComeFromTheMetrics) {
   Start();
-  std::mt19937 rng(5);
+  std::mt19937 rng(::tensorops::testing::TestSeed(5));
   const OpCase roll = OpCases()[0];
   ModelInferResponse out;
   for (int i = 0; i < 3; ++i) {
@@ -847,7 +848,7 @@ TEST_F(OipE2ETest, UnixSocket) {
   const std::string path = absl::StrCat(::testing::TempDir(), "/tensorops-oip-", getpid(), ".sock");
   Start({"--listen=unix:" + path});
   auto stub = GRPCInferenceService::NewStub(NewChannel("unix:" + path));
-  std::mt19937 rng(6);
+  std::mt19937 rng(::tensorops::testing::TestSeed(6));
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
   ModelInferResponse out;

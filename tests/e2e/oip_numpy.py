@@ -4,7 +4,9 @@ names of NumPy's types, raw tensor bytes both ways, plain NumPy references
 of the ops and the table of op cases built from them. Written from the
 public texts, not from the server.
 """
+import os
 import struct
+import sys
 
 import numpy as np
 
@@ -14,6 +16,24 @@ DATATYPE = {np.bool_: "BOOL", np.uint8: "UINT8", np.uint16: "UINT16", np.uint32:
             np.object_: "BYTES"}
 NUMPY = {v: k for k, v in DATATYPE.items()}
 NUMPY["BF16"] = np.uint16  # bfloat16 travels as its bits (NumPy has no bfloat16)
+
+
+# TENSOROPS_TEST_SEED=<n> (as tests/seed.h for the C++ tests): mixed into
+# every generator of test_rng, so the tests can be swept over many seeds;
+# unset, the fixed seeds written in the tests.
+# The first generator prints the variable's value, so a log says how to replay.
+TEST_SEED = os.environ.get("TENSOROPS_TEST_SEED") or None
+_seed_said = False
+
+
+def test_rng(fixed):
+    """NumPy's generator of a test: `fixed`, or `fixed` and TENSOROPS_TEST_SEED."""
+    global _seed_said
+    if not _seed_said:
+        print(f"random seeds: TENSOROPS_TEST_SEED={TEST_SEED or 'unset'}", file=sys.stderr,
+              flush=True)
+        _seed_said = True
+    return np.random.default_rng(fixed if TEST_SEED is None else [fixed, int(TEST_SEED, 0)])
 
 
 class BF16(np.ndarray):

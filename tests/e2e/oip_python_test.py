@@ -24,7 +24,7 @@ from multiprocessing import shared_memory
 
 import grpc
 import numpy as np
-from oip_numpy import DATATYPE, datatype, from_raw, op_cases, raw_of
+from oip_numpy import DATATYPE, datatype, from_raw, op_cases, raw_of, test_rng
 from grpc_tools import protoc
 
 SERVER, PROTO_DIR = sys.argv[1], sys.argv[2]
@@ -117,7 +117,7 @@ class OipClientTest(unittest.TestCase):
         cls.server = Server("--shared_memory=system")
         cls.channel = grpc.insecure_channel(cls.server.address)
         cls.stub = pb_grpc.GRPCInferenceServiceStub(cls.channel)
-        cls.cases = cases(np.random.default_rng(16))
+        cls.cases = cases(test_rng(16))
 
     @classmethod
     def tearDownClass(cls):

@@ -27,6 +27,7 @@
 #include "tests/harness/http_get.h"
 #include "tests/harness/server_process.h"
 #include "tests/sanitizers.h"
+#include "tests/seed.h"
 
 namespace tensorops {
 namespace {
@@ -110,7 +111,7 @@ class Driver {
     const auto end = Clock::now() + duration;
     for (int t = 0; t < threads; ++t) {
       workers.emplace_back([&, t] {
-        std::mt19937 rng(static_cast<uint32_t>(t * 7919 + seed_++));
+        std::mt19937 rng(::tensorops::testing::TestSeed(static_cast<uint32_t>(t * 7919 + seed_++)));
         std::map<std::pair<int, int>, int64_t> mine;
         while (Clock::now() < end) {
           const Kind kind = static_cast<Kind>(rng() % kNumKinds);

@@ -1,8 +1,9 @@
 // The HTTP/REST door's bodies count against the in-flight byte budget
 // (--max_inflight_bytes) as they arrive, as gRPC messages do: a declared
-// length is reserved before the body is read (over the budget: 503 with a
-// JSON error naming the budget, before the server takes the memory), a
-// chunked body as it grows; the reservation becomes the call's admission
+// length is reserved before the body is read (over what is free of the
+// budget: 503 with Retry-After and a JSON error naming the budget; over the
+// whole budget: 413, it can never fit; both before the server takes the
+// memory), a chunked body as it grows; the reservation becomes the call's admission
 // ticket, and every way out (answer, refusal, the client going away mid-body)
 // gives it back: tensorops_inflight_bytes returns to 0 after each case. An
 // infer refused at the gate (token, drain) is counted as a ModelInfer is.
@@ -120,7 +121,8 @@ TEST_F(RestAdmissionE2ETest, DeclaredLengthOverTheBudgetIsRefusedBeforeTheBody) 
   header_only.header_only = true;
   header_only.timeout_ms = 10000;
   const HttpPostAnswer a = HttpPost(port_, kInfer, body, header_only);
-  EXPECT_EQ(a.status, 503) << a.error;
+  EXPECT_EQ(a.status, 413) << a.error;
+  EXPECT_EQ(a.Field("Retry-After"), "");
   EXPECT_EQ(a.Field("Content-Type"), "application/json");
   EXPECT_THAT(a.body, HasSubstr(R"({"error":"request body of 50331648 bytes: )"));
   EXPECT_THAT(a.body, HasSubstr("--max_inflight_bytes=33554432"));
@@ -137,7 +139,7 @@ TEST_F(RestAdmissionE2ETest, DeclaredLengthOverTheBudgetIsRefusedBeforeTheBody) 
   // A client that sends the body anyway gets the answer too (the server
   // reads on and drops it before closing), and the server stays up.
   const HttpPostAnswer b = HttpPost(port_, kInfer, body);
-  EXPECT_EQ(b.status, 503) << b.error;
+  EXPECT_EQ(b.status, 413) << b.error;
   EXPECT_THAT(b.body, HasSubstr("--max_inflight_bytes"));
   EXPECT_EQ(WaitInflightBytes(0), 0);
   const ReverseInfer ok = ReverseInferBody(1 * kMiB);
@@ -162,6 +164,7 @@ TEST_F(RestAdmissionE2ETest, ABodyArrivingHoldsItsBytesAndGivesThemBackWhenItsCl
   header_only.header_only = true;
   const HttpPostAnswer refused = HttpPost(port_, kInfer, body16, header_only);
   EXPECT_EQ(refused.status, 503) << refused.error;
+  EXPECT_EQ(refused.Field("Retry-After"), "1");
   EXPECT_THAT(refused.body, HasSubstr("in-flight byte budget exhausted"));
   EXPECT_THAT(refused.body, HasSubstr("--max_inflight_bytes"));
 
@@ -186,12 +189,14 @@ TEST_F(RestAdmissionE2ETest, ABodyArrivingHoldsItsBytesAndGivesThemBackWhenItsCl
 
 TEST_F(RestAdmissionE2ETest, ChunkedBodyIsCountedAsItGrowsAndRefusedAtTheBudget) {
   const int64_t hwm = HighWaterMiB();
-  // 48 MiB chunked: under the body limit, over the budget once 32 MiB are in.
+  // 48 MiB chunked: under the body limit, over the whole budget once 32 MiB
+  // are in (413: it can never fit).
   const std::string body(48 * kMiB, 'c');
   HttpPostOptions chunked;
   chunked.chunk_bytes = 1 * kMiB;
   const HttpPostAnswer a = HttpPost(port_, kInfer, body, chunked);
-  EXPECT_EQ(a.status, 503) << a.error;
+  EXPECT_EQ(a.status, 413) << a.error;
+  EXPECT_EQ(a.Field("Retry-After"), "");
   EXPECT_EQ(a.Field("Content-Type"), "application/json");
   EXPECT_THAT(a.body, HasSubstr(R"({"error":"chunked request body at )"));
   EXPECT_THAT(a.body, HasSubstr("--max_inflight_bytes=33554432"));

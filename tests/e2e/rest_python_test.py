@@ -28,7 +28,7 @@ from multiprocessing import shared_memory
 
 import numpy as np
 from rest_server import RestServer
-from oip_numpy import BF16, DATATYPE, NUMPY, datatype, from_raw, op_cases, raw_of
+from oip_numpy import BF16, DATATYPE, NUMPY, datatype, from_raw, op_cases, raw_of, test_rng
 
 SERVER = sys.argv[1]
 
@@ -154,7 +154,7 @@ class RestClientTest(unittest.TestCase):
         # Three event loops: connections land on different loops.
         cls.server = Server("--max_message_bytes=1048576", "--http_threads=3")
         cls.conn = cls.server.conn()
-        cls.cases = cases(np.random.default_rng(22))
+        cls.cases = cases(test_rng(22))
 
     @classmethod
     def tearDownClass(cls):
@@ -387,7 +387,7 @@ class RestClientTest(unittest.TestCase):
         # A body of many socket reads (just under this server's 1 MiB limit):
         # with Content-Length it is read straight into one buffer, chunked
         # it goes through the HTTP parser; both on one connection, in turn.
-        a = np.random.default_rng(5).integers(0, 256, 1000000, dtype=np.uint8)
+        a = test_rng(5).integers(0, 256, 1000000, dtype=np.uint8)
         body, headers = infer_body([("data", a), ("shift", np.array([12345], np.int64)),
                                     ("axes", np.array([0], np.int64))], binary_in=("data",),
                                    binary_out=True)

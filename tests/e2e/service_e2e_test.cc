@@ -35,6 +35,7 @@
 #include "tests/harness/kernel_gate.h"
 #include "tests/harness/server_process.h"
 #include "tests/sanitizers.h"
+#include "tests/seed.h"
 
 namespace tensorops {
 namespace {
@@ -602,7 +603,7 @@ TEST(ServiceE2ETest, EveryOpThroughThePool) {
   auto server = StartServer({"--threads=2", "--min_parallel_bytes=4096"});
   ASSERT_NE(server, nullptr);
   auto stub = v1::TensorOps::NewStub(NewChannel(server->address()));
-  std::mt19937 rng(1);
+  std::mt19937 rng(::tensorops::testing::TestSeed(1));
   const Shape shape = {37, 29, 11};  // 47 KB of int32: split across the pool
   std::map<std::string, int> per_op;
   for (int kind = 0; kind < 5; ++kind) {
@@ -647,7 +648,7 @@ TEST(ServiceE2ETest, ConcurrentClientsVerifiedAndCounted) {
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      std::mt19937 rng(1000 + t);
+      std::mt19937 rng(::tensorops::testing::TestSeed(1000 + t));
       v1::TensorOps::Stub* stub = stubs[t % stubs.size()].get();
       std::map<std::string, int> mine;
       std::vector<std::string> bad;
@@ -704,7 +705,7 @@ TEST(ServiceE2ETest, InflightBytesLimitRejects) {
   auto server = StartServer({"--max_inflight_bytes=1000"});
   ASSERT_NE(server, nullptr);
   auto stub = v1::TensorOps::NewStub(NewChannel(server->address()));
-  std::mt19937 rng(3);
+  std::mt19937 rng(::tensorops::testing::TestSeed(3));
   const Case big = MakeCase(3, {32, 32}, /*raw=*/true, rng);  // 4 KiB in, 4 KiB out
   v1::ExecuteResponse resp;
   grpc::Status st = Call(stub.get(), big.request, &resp);
@@ -754,7 +755,7 @@ TEST(ServiceE2ETest, QueueLimitRejects) {
 
   // Several small ones at once: exactly one waits in the queue, the rest are refused.
   constexpr int kSmall = 5;
-  std::mt19937 rng(4);
+  std::mt19937 rng(::tensorops::testing::TestSeed(4));
   std::vector<Case> cases;
   for (int i = 0; i < kSmall; ++i) cases.push_back(MakeCase(0, {3, 4}, false, rng));
   std::vector<grpc::Status> statuses(kSmall);
@@ -809,7 +810,7 @@ TEST(ServiceE2ETest, MessageSizeLimitRejects) {
   auto server = StartServer({"--max_message_bytes=1048576"});
   ASSERT_NE(server, nullptr);
   auto stub = v1::TensorOps::NewStub(NewChannel(server->address()));
-  std::mt19937 rng(5);
+  std::mt19937 rng(::tensorops::testing::TestSeed(5));
   const Case big = MakeCase(3, {512, 1024}, /*raw=*/true, rng);  // 2 MiB
   v1::ExecuteResponse resp;
   grpc::Status st = Call(stub.get(), big.request, &resp);
@@ -853,7 +854,7 @@ TEST(ServiceE2ETest, DeadlinePassedInQueueIsDropped) {
 
   // A small request queues behind the held one; its deadline passes while
   // the gate is shut, whatever the machine's load.
-  std::mt19937 rng(6);
+  std::mt19937 rng(::tensorops::testing::TestSeed(6));
   const Case small = MakeCase(0, {3, 4}, false, rng);  // a Reverse
   v1::ExecuteResponse small_resp;
   std::atomic<bool> small_done{false};
@@ -1012,7 +1013,7 @@ TEST(ServiceE2ETest, SigtermUnderLoadDrainsCleanly) {
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      std::mt19937 rng(2000 + t);
+      std::mt19937 rng(::tensorops::testing::TestSeed(2000 + t));
       v1::TensorOps::Stub* stub = stubs[t % stubs.size()].get();
       // A few prepared requests (64K-256K int32 each: a few ms apiece), round robin.
       std::vector<Case> cases;

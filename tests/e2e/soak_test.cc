@@ -45,6 +45,7 @@
 #include "tensorops/client.h"
 #include "tests/harness/http_get.h"
 #include "tests/harness/server_process.h"
+#include "tests/seed.h"
 
 namespace tensorops {
 namespace {
@@ -379,7 +380,7 @@ TEST(SoakTest, MixedTrafficHoldsSteady) {
 
   // Warm-up: one call of each kind, so idle counts include the channels.
   {
-    std::mt19937_64 rng(1);
+    std::mt19937_64 rng(::tensorops::testing::TestSeed(1));
     for (int k = 0; k < kNumKinds; ++k) {
       if (k != kStream) one_call(static_cast<Kind>(k), rng, 99, k);
     }
@@ -393,7 +394,7 @@ TEST(SoakTest, MixedTrafficHoldsSteady) {
                               kInferTyped, kShm,   kShm,    kCancelled, kDeadline};
   for (int w = 0; w < 26; ++w) {
     workers.emplace_back([&, w] {
-      std::mt19937_64 rng(1000 + w);
+      std::mt19937_64 rng(::tensorops::testing::TestSeed(1000 + w));
       const Kind kind = w < 24 ? kUnaryKinds[w % 10] : kStream;
       for (int64_t i = 0; !stop.load(); ++i) {
         one_call(kind, rng, w, i);

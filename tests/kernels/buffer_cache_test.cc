@@ -10,6 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/tensor.h"
+#include "tests/seed.h"
 
 namespace tensorops {
 namespace {
@@ -111,7 +112,7 @@ TEST(BufferCacheTest, ManyThreadsAllocateAndFree) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&cache, t] {
-      std::mt19937 rng(t);
+      std::mt19937 rng(::tensorops::testing::TestSeed(t));
       for (int i = 0; i < 60; ++i) {
         const int64_t bytes = (8 + rng() % 24) * kMiB + rng() % 4096;
         int64_t cap = 0;

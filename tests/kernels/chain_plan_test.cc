@@ -17,6 +17,7 @@
 #include "kernels/streaming_store.h"
 #include "kernels/thread_pool.h"
 #include "tests/kernels/test_util.h"
+#include "tests/seed.h"
 
 namespace tensorops {
 namespace test {
@@ -138,7 +139,7 @@ TestStep RandomStep(const Shape& shape, std::mt19937_64* rng) {
 enum class RunMode { kInline, kPool, kShuffled };
 
 TEST(ChainPlanTest, RandomChainsMatchOpByOne) {
-  std::mt19937_64 rng(20261126);
+  std::mt19937_64 rng(::tensorops::testing::TestSeed(20261126));
   ThreadPool pool(3);
   const DType types[] = {DType::kUInt8,   DType::kInt16,      DType::kFloat32,
                          DType::kFloat64, DType::kComplex128, DType::kString};
@@ -226,7 +227,7 @@ TEST(ChainPlanTest, FlowPlanPlacesEveryInputPieceOnce) {
   // A flowing stream (ExecuteStream with flow) moves its input as it arrives:
   // runs of input blocks of random lengths, in order, each placed where the
   // flow plan says; the output must be the chain's, every byte written once.
-  std::mt19937_64 rng(20261127);
+  std::mt19937_64 rng(::tensorops::testing::TestSeed(20261127));
   const DType types[] = {DType::kUInt8, DType::kInt16, DType::kFloat32, DType::kFloat64,
                          DType::kComplex128};
   int planned = 0, declined = 0, with_sequence = 0;

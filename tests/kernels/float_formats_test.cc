@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
+#include "tests/seed.h"
 
 namespace tensorops {
 namespace {
@@ -185,7 +186,7 @@ TEST(FloatFormatsTest, AllMidpointsRoundToNearestEven) {
 }
 
 TEST(FloatFormatsTest, RandomFloatsMatchReference) {
-  std::mt19937 rng(12345);
+  std::mt19937 rng(::tensorops::testing::TestSeed(12345));
   for (const Format* f : kFormats) {
     SCOPED_TRACE(f->name);
     Reference ref(*f);

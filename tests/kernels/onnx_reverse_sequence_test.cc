@@ -12,6 +12,7 @@
 #include "kernels/op_registry.h"
 #include "tests/kernels/reference_ops.h"
 #include "tests/kernels/test_util.h"
+#include "tests/seed.h"
 
 namespace tensorops {
 namespace test {
@@ -56,7 +57,7 @@ TEST(OnnxReverseSequenceSpec, BatchMajorExample) {
 // "So the output slice i contains reversed sequences on the first
 // sequence_lens[i] elements, then have original values copied for the other elements."
 TEST(OnnxReverseSequenceSpec, HigherRank) {
-  std::mt19937_64 rng(1);
+  std::mt19937_64 rng(::tensorops::testing::TestSeed(1));
   const TestTensor input = RandomTensor(DType::kInt16, {5, 3, 2, 4}, &rng);
   const std::vector<int64_t> lens = {5, 0, 2};
   EXPECT_TRUE(Matches(ReferenceOnnxReverseSequence(input, 1, 0, lens),
@@ -103,7 +104,7 @@ TEST(OnnxReverseSequenceSpec, RankBelowTwoRejected) {
 // "sequence_lens ... tensor(int64) ... It has shape [batch_size]."
 // semantics: "1-D INT64 (INT32 is also accepted)".
 TEST(OnnxReverseSequenceSemantics, SequenceLensTypes) {
-  std::mt19937_64 rng(2);
+  std::mt19937_64 rng(::tensorops::testing::TestSeed(2));
   const TestTensor input = RandomTensor(DType::kFloat64, {4, 3}, &rng);
   const TestTensor expected = ReferenceOnnxReverseSequence(input, 1, 0, {4, 2, 0});
   EXPECT_TRUE(Matches(expected, RunOp(kOp, {input, Vec(DType::kInt64, {4, 2, 0})})));
@@ -133,7 +134,7 @@ TEST(OnnxReverseSequenceSemantics, SequenceLensShape) {
 
 // semantics: "each in [0, data_shape[time_axis]]".
 TEST(OnnxReverseSequenceSemantics, SequenceLensRange) {
-  std::mt19937_64 rng(3);
+  std::mt19937_64 rng(::tensorops::testing::TestSeed(3));
   const TestTensor input = RandomTensor(DType::kUInt32, {4, 3}, &rng);  // time 4, batch 3
   EXPECT_TRUE(Matches(input, RunOp(kOp, {input, Vec(DType::kInt64, {0, 1, 0})})));
   EXPECT_TRUE(Matches(ReferenceOnnxReverseSequence(input, 1, 0, {4, 4, 4}),
@@ -155,7 +156,7 @@ TEST(OnnxReverseSequenceSemantics, SequenceLensRange) {
 TEST(OnnxReverseSequenceSemantics, AllElementTypes) {
   for (DType dt : AllDTypes()) {
     SCOPED_TRACE(DTypeName(dt));
-    std::mt19937_64 rng(300 + static_cast<uint64_t>(dt));
+    std::mt19937_64 rng(::tensorops::testing::TestSeed(300 + static_cast<uint64_t>(dt)));
     const TestTensor input = RandomTensor(dt, {5, 3, 2}, &rng);
     const absl::StatusOr<Tensor> got = RunOp(kOp, {input, Vec(DType::kInt64, {5, 1, 3})});
     ASSERT_TRUE(got.ok()) << got.status();

@@ -12,6 +12,7 @@
 #include "kernels/op_registry.h"
 #include "tests/kernels/reference_ops.h"
 #include "tests/kernels/test_util.h"
+#include "tests/seed.h"
 
 namespace tensorops {
 namespace test {
@@ -55,7 +56,7 @@ TEST(ReverseSpec, MaskModeEqualsIndexMode) {
                       RunOp("Reverse", {data, Mask({1, 0})}, kMask)));
   EXPECT_TRUE(Matches(FromInt64(DType::kInt32, {2, 3}, {6, 5, 4, 3, 2, 1}),
                       RunOp("Reverse", {data, Mask({1, 1})}, kMask)));
-  std::mt19937_64 rng(7);
+  std::mt19937_64 rng(::tensorops::testing::TestSeed(7));
   const TestTensor big = RandomTensor(DType::kFloat32, {3, 4, 5, 2}, &rng);
   for (int m = 0; m < 16; ++m) {
     std::vector<int64_t> bits, axes;
@@ -73,7 +74,7 @@ TEST(ReverseSpec, MaskModeEqualsIndexMode) {
 
 // "The length of the second tensor should be in a range from 0 to rank."
 TEST(ReverseSpec, IndexLengthZeroToRank) {
-  std::mt19937_64 rng(1);
+  std::mt19937_64 rng(::tensorops::testing::TestSeed(1));
   const TestTensor data = RandomTensor(DType::kInt16, {2, 3, 4}, &rng);
   EXPECT_TRUE(Matches(data, RunOp("Reverse", {data, Vec(DType::kInt64, {})}, kIndex)));
   EXPECT_TRUE(Matches(ReferenceReverse(data, {2}),
@@ -86,7 +87,7 @@ TEST(ReverseSpec, IndexLengthZeroToRank) {
 
 // "If no axis specified ... Reverse just passes the source tensor through."
 TEST(ReverseSpec, NoAxisPassesThrough) {
-  std::mt19937_64 rng(2);
+  std::mt19937_64 rng(::tensorops::testing::TestSeed(2));
   for (DType dt : AllDTypes()) {
     SCOPED_TRACE(DTypeName(dt));
     const TestTensor data = RandomTensor(dt, {3, 1, 4}, &rng);
@@ -99,7 +100,7 @@ TEST(ReverseSpec, NoAxisPassesThrough) {
 TEST(ReverseSemantics, RankZeroPassesThrough) {
   for (DType dt : AllDTypes()) {
     SCOPED_TRACE(DTypeName(dt));
-    std::mt19937_64 rng(3);
+    std::mt19937_64 rng(::tensorops::testing::TestSeed(3));
     const TestTensor data = RandomTensor(dt, {}, &rng);
     EXPECT_TRUE(Matches(data, RunOp("Reverse", {data, Vec(DType::kInt64, {})}, kIndex)));
     EXPECT_TRUE(Matches(data, RunOp("Reverse", {data, Mask({})}, kMask)));
@@ -155,7 +156,7 @@ TEST(ReverseSemantics, LongModeValueGivesShortMessage) {
 
 // "T2: any supported integer type."
 TEST(ReverseSemantics, IndexModeAcceptsEveryIntegerType) {
-  std::mt19937_64 rng(4);
+  std::mt19937_64 rng(::tensorops::testing::TestSeed(4));
   const TestTensor data = RandomTensor(DType::kFloat64, {2, 3, 4}, &rng);
   for (DType t : {DType::kInt8, DType::kInt16, DType::kInt32, DType::kInt64, DType::kUInt8,
                   DType::kUInt16, DType::kUInt32, DType::kUInt64}) {
@@ -194,7 +195,7 @@ TEST(ReverseSemantics, IndexAxisMustBeOneDimensional) {
 
 // semantics: "Negative axes count from the end; valid range [-rank, rank-1]."
 TEST(ReverseSemantics, NegativeAxes) {
-  std::mt19937_64 rng(5);
+  std::mt19937_64 rng(::tensorops::testing::TestSeed(5));
   const TestTensor data = RandomTensor(DType::kUInt8, {2, 3, 4}, &rng);
   for (int64_t a = -3; a <= 2; ++a) {
     SCOPED_TRACE(a);
@@ -231,7 +232,7 @@ TEST(ReverseSemantics, AxisOutOfRangeRejected) {
 // more_axes_index_than_input_rank builds Reverse on rank 4 with
 // axis = [0, -1, 1, 2, 3, 3, 2] and expects a valid op (semantics.md).
 TEST(ReverseSpec, IndexLengthAboveRankAccepted) {
-  std::mt19937_64 rng(12);
+  std::mt19937_64 rng(::tensorops::testing::TestSeed(12));
   const TestTensor data4 = RandomTensor(DType::kFloat32, {2, 3, 4, 5}, &rng);
   EXPECT_TRUE(
       Matches(ReferenceReverse(data4, {0, 1, 2, 3}),
@@ -254,7 +255,7 @@ TEST(ReverseSpec, IndexLengthAboveRankAccepted) {
 // semantics: "Duplicates (also after normalising negatives) are merged: each
 // axis is reversed once, as OpenVINO does."
 TEST(ReverseSemantics, DuplicateAxesMerged) {
-  std::mt19937_64 rng(6);
+  std::mt19937_64 rng(::tensorops::testing::TestSeed(6));
   const TestTensor data = RandomTensor(DType::kInt32, {2, 3, 4}, &rng);
   EXPECT_TRUE(Matches(ReferenceReverse(data, {1}),
                       RunOp("Reverse", {data, Vec(DType::kInt64, {1, 1})}, kIndex)));
@@ -298,7 +299,7 @@ TEST(ReverseSemantics, MaskMustBeBool) {
 TEST(ReverseSemantics, AllElementTypes) {
   for (DType dt : AllDTypes()) {
     SCOPED_TRACE(DTypeName(dt));
-    std::mt19937_64 rng(static_cast<uint64_t>(dt));
+    std::mt19937_64 rng(::tensorops::testing::TestSeed(static_cast<uint64_t>(dt)));
     const TestTensor data = RandomTensor(dt, {3, 4, 5}, &rng);
     for (const std::vector<int64_t>& axes :
          std::vector<std::vector<int64_t>>{{0}, {1}, {2}, {0, 2}, {-1, -2, -3}}) {
@@ -382,7 +383,7 @@ TEST(ReverseSemantics, ZeroSizeDims) {
 }
 
 TEST(ReverseSemantics, SizeOneDims) {
-  std::mt19937_64 rng(8);
+  std::mt19937_64 rng(::tensorops::testing::TestSeed(8));
   const TestTensor data = RandomTensor(DType::kComplex128, {1, 5, 1, 3, 1}, &rng);
   for (int64_t a = 0; a < 5; ++a) {
     SCOPED_TRACE(a);
@@ -395,7 +396,7 @@ TEST(ReverseSemantics, SizeOneDims) {
 
 // The XML example: data [3,10,100,200], one axis.
 TEST(ReverseSpec, XmlExampleShape) {
-  std::mt19937_64 rng(9);
+  std::mt19937_64 rng(::tensorops::testing::TestSeed(9));
   for (DType dt : {DType::kFloat32, DType::kUInt8}) {
     SCOPED_TRACE(DTypeName(dt));
     const TestTensor data = RandomTensor(dt, {3, 10, 100, 200}, &rng);
@@ -412,7 +413,7 @@ TEST(ReverseSpec, XmlExampleShape) {
 }
 
 TEST(ReverseSemantics, AliasReverse1) {
-  std::mt19937_64 rng(10);
+  std::mt19937_64 rng(::tensorops::testing::TestSeed(10));
   const TestTensor data = RandomTensor(DType::kInt8, {3, 4}, &rng);
   EXPECT_TRUE(Matches(ReferenceReverse(data, {1}),
                       RunOp("Reverse-1", {data, Vec(DType::kInt64, {1})}, kIndex)));
@@ -444,7 +445,7 @@ TEST(ReverseSemantics, WrongNumberOfInputsRejected) {
 }
 
 TEST(ReverseSemantics, PrepareReportsOutputTypeAndShape) {
-  std::mt19937_64 rng(11);
+  std::mt19937_64 rng(::tensorops::testing::TestSeed(11));
   const TestTensor data = RandomTensor(DType::kBFloat16, {2, 5, 3}, &rng);
   const absl::StatusOr<PreparedOp> p =
       PrepareOnly("Reverse", {data, Vec(DType::kInt64, {1})}, kIndex);

@@ -12,6 +12,7 @@
 #include "kernels/op_registry.h"
 #include "tests/kernels/reference_ops.h"
 #include "tests/kernels/test_util.h"
+#include "tests/seed.h"
 
 namespace tensorops {
 namespace test {
@@ -110,7 +111,7 @@ TEST(RollSpec, DirectionAndWrap) {
 // by the same shift value." semantics: "A scalar shift, or a 1-D shift of one
 // element, applies to every axis listed (the spec's Example 2)."
 TEST(RollSpec, ScalarShiftAppliesToEveryAxis) {
-  std::mt19937_64 rng(1);
+  std::mt19937_64 rng(::tensorops::testing::TestSeed(1));
   const TestTensor data = RandomTensor(DType::kFloat32, {3, 4, 5}, &rng);
   const TestTensor expected = ReferenceRoll(data, {2, 2, 2}, {0, 1, 2});
   EXPECT_TRUE(Matches(
@@ -161,7 +162,7 @@ TEST(RollSpec, ShiftAndAxesRankAtMostOne) {
 
 // "T_IND_1: int32 or int64." "T_IND_2: int32 or int64."
 TEST(RollSpec, IndexTypes) {
-  std::mt19937_64 rng(2);
+  std::mt19937_64 rng(::tensorops::testing::TestSeed(2));
   const TestTensor data = RandomTensor(DType::kUInt16, {3, 4}, &rng);
   const TestTensor expected = ReferenceRoll(data, {1, -2}, {0, 1});
   for (DType st : {DType::kInt32, DType::kInt64}) {
@@ -183,7 +184,7 @@ TEST(RollSpec, IndexTypes) {
 // "If the same axis is referenced more than once, the total shift for that axis
 // will be the sum of all the shifts that belong to that axis."
 TEST(RollSpec, DuplicateAxesSumShifts) {
-  std::mt19937_64 rng(3);
+  std::mt19937_64 rng(::tensorops::testing::TestSeed(3));
   const TestTensor data = RandomTensor(DType::kInt8, {4, 5, 6}, &rng);
   EXPECT_TRUE(
       Matches(ReferenceRoll(data, {3}, {1}),
@@ -207,7 +208,7 @@ TEST(RollSpec, DuplicateAxesSumShifts) {
 
 // "If axes has negative value, axis index will be calculated using the formula: N_dims + axis"
 TEST(RollSpec, NegativeAxes) {
-  std::mt19937_64 rng(4);
+  std::mt19937_64 rng(::tensorops::testing::TestSeed(4));
   const TestTensor data = RandomTensor(DType::kFloat64, {2, 3, 4}, &rng);
   for (int64_t a = -3; a < 0; ++a) {
     SCOPED_TRACE(a);
@@ -242,7 +243,7 @@ TEST(RollSemantics, ShiftWrapsModuloDim) {
   EXPECT_TRUE(
       Matches(FromInt64(DType::kInt32, {2}, {2, 1}),
               RunOp("Roll", {pair, ScalarOf(DType::kInt64, 1), ScalarOf(DType::kInt64, 0)})));
-  std::mt19937_64 rng(5);
+  std::mt19937_64 rng(::tensorops::testing::TestSeed(5));
   const TestTensor data = RandomTensor(DType::kComplex64, {3, 7}, &rng);
   for (int64_t s : {-100, -22, -21, -8, -7, -1, 0, 1, 6, 7, 8, 13, 14, 1000003}) {
     SCOPED_TRACE(s);
@@ -319,7 +320,7 @@ TEST(RollSemantics, ZeroSizeDims) {
 // semantics: "Empty axes with empty shift passes the data through, rank 0
 // included; on rank-0 data every axis is out of range."
 TEST(RollSemantics, EmptyAxesPassThrough) {
-  std::mt19937_64 rng(6);
+  std::mt19937_64 rng(::tensorops::testing::TestSeed(6));
   for (DType dt : AllDTypes()) {
     SCOPED_TRACE(DTypeName(dt));
     const TestTensor scalar = RandomTensor(dt, {}, &rng);
@@ -336,7 +337,7 @@ TEST(RollSemantics, EmptyAxesPassThrough) {
 // Reading taken where semantics.md is silent: a scalar or one-element shift
 // "applies to every axis listed", so with no axes listed nothing moves.
 TEST(RollSemantics, BroadcastShiftWithNoAxesPassesThrough) {
-  std::mt19937_64 rng(8);
+  std::mt19937_64 rng(::tensorops::testing::TestSeed(8));
   const TestTensor data = RandomTensor(DType::kInt32, {3, 2}, &rng);
   EXPECT_TRUE(
       Matches(data, RunOp("Roll", {data, ScalarOf(DType::kInt64, 1), Vec(DType::kInt64, {})})));
@@ -361,7 +362,7 @@ TEST(RollSemantics, RankZeroWithAnyAxisRejected) {
 TEST(RollSemantics, AllElementTypes) {
   for (DType dt : AllDTypes()) {
     SCOPED_TRACE(DTypeName(dt));
-    std::mt19937_64 rng(200 + static_cast<uint64_t>(dt));
+    std::mt19937_64 rng(::tensorops::testing::TestSeed(200 + static_cast<uint64_t>(dt)));
     const TestTensor data = RandomTensor(dt, {3, 4, 5}, &rng);
     struct Case {
       std::vector<int64_t> shift, axes;
@@ -400,7 +401,7 @@ TEST(RollSemantics, StringAndNaNBitsKept) {
 // The XML examples: data [3,10,100,200]; (1) shift and axes 1-D of 2; (2) shift
 // of one element and 2 axes.
 TEST(RollSpec, XmlExamples) {
-  std::mt19937_64 rng(7);
+  std::mt19937_64 rng(::tensorops::testing::TestSeed(7));
   const TestTensor data = RandomTensor(DType::kFloat32, {3, 10, 100, 200}, &rng);
   struct Case {
     std::vector<int64_t> shift, axes;

@@ -9,15 +9,16 @@
 
 #include "gtest/gtest.h"
 #include "kernels/streaming_store.h"
+#include "tests/seed.h"
 
 namespace tensorops {
 namespace {
 
 TEST(ReverseBlocksTest, MatchesBlockByBlockReversal) {
-  std::mt19937 rng(7);
+  std::mt19937 rng(::tensorops::testing::TestSeed(7));
   for (int64_t block : {1, 2, 3, 4, 8, 12, 16, 24}) {
     for (int64_t n = 0; n <= 300; ++n) {
-      SCOPED_TRACE(testing::Message() << "block " << block << " n " << n);
+      SCOPED_TRACE(::testing::Message() << "block " << block << " n " << n);
       // Offset by one byte: buffers need not be aligned.
       std::vector<char> src(n * block + 1), dst(n * block + 1 + 8, 0x5A);
       for (char& c : src) c = static_cast<char>(rng());
@@ -39,10 +40,10 @@ TEST(ReverseBlocksTest, MatchesBlockByBlockReversal) {
 // ReverseRows walks rows with any byte steps, also negative ones (a reversed
 // outer dim) and steps larger than a row (rows of a bigger tensor).
 TEST(ReverseBlocksTest, ReverseRowsWithSteps) {
-  std::mt19937 rng(11);
+  std::mt19937 rng(::tensorops::testing::TestSeed(11));
   for (int64_t block : {1, 2, 4, 8, 16, 3}) {
     for (int64_t n : {1, 5, 31, 32, 33, 64, 100, 256}) {
-      SCOPED_TRACE(testing::Message() << "block " << block << " n " << n);
+      SCOPED_TRACE(::testing::Message() << "block " << block << " n " << n);
       const int64_t rows = 4, row = n * block, gap = 7;
       std::vector<char> src(rows * (row + gap)), dst(rows * (row + gap), 0x5A);
       for (char& c : src) c = static_cast<char>(rng());
@@ -67,14 +68,14 @@ TEST(ReverseBlocksTest, ReverseRowsWithSteps) {
 // boundary so the streaming path's aligned middle and unaligned ends (and its
 // fallback for a destination not aligned to the element) are all hit.
 TEST(ReverseBlocksTest, StoreModesAndAlignments) {
-  std::mt19937 rng(13);
+  std::mt19937 rng(::tensorops::testing::TestSeed(13));
   for (KernelIsa isa : {KernelIsa::kAvx2, KernelIsa::kSse2, KernelIsa::kScalar}) {
     SetKernelIsa(isa);
     for (bool stream : {false, true}) {
       for (int64_t block : {1, 2, 4, 8, 16, 24, 256}) {
         for (int64_t n : {0, 1, 7, 16, 31, 32, 33, 63, 64, 65, 100, 257}) {
           for (int64_t offset : {0, 1, 2, 4, 8, 16, 24, 32, 40, 63}) {
-            SCOPED_TRACE(testing::Message()
+            SCOPED_TRACE(::testing::Message()
                          << KernelIsaName(isa) << " stream " << stream << " block " << block
                          << " n " << n << " offset " << offset);
             const int64_t bytes = n * block;
@@ -104,15 +105,15 @@ TEST(ReverseBlocksTest, StoreModesAndAlignments) {
 // Every size class of the streamed copy's own head and tail copies (1, 2,
 // 4, 8, 16, 32 bytes, overlapping) on each instruction set.
 TEST(CopyBytesTest, StreamingMatchesMemcpyAtEveryAlignment) {
-  std::mt19937 rng(17);
+  std::mt19937 rng(::tensorops::testing::TestSeed(17));
   for (KernelIsa isa : {KernelIsa::kAvx2, KernelIsa::kSse2, KernelIsa::kScalar}) {
     SetKernelIsa(isa);
     for (bool stream : {false, true}) {
       for (int64_t n : {0,  1,  2,  3,  4,  5,  7,   8,   9,   15,  16,   17,   31,
                         32, 33, 47, 63, 64, 65, 127, 255, 256, 257, 1000, 4096, 4099}) {
         for (int64_t offset : {0, 1, 15, 16, 33, 63}) {
-          SCOPED_TRACE(testing::Message() << KernelIsaName(isa) << " stream " << stream << " n "
-                                          << n << " offset " << offset);
+          SCOPED_TRACE(::testing::Message() << KernelIsaName(isa) << " stream " << stream << " n "
+                                            << n << " offset " << offset);
           std::vector<char> src(n + 5);
           for (char& c : src) c = static_cast<char>(rng());
           std::vector<char> buf(n + 256, 0x5A);
@@ -164,7 +165,7 @@ TEST(AxisTransformPlanTest, SimplifiesShapes) {
 // copied or reversed, and the rows at once (RunRowsUnfenced, as a fused chain
 // calls it).
 TEST(AxisTransformPlanTest, StreamedRollsMatchDefinition) {
-  std::mt19937 rng(19);
+  std::mt19937 rng(::tensorops::testing::TestSeed(19));
   SetStreamingStoreMinBytes(0);
   for (KernelIsa isa : {KernelIsa::kAvx2, KernelIsa::kSse2, KernelIsa::kScalar}) {
     SetKernelIsa(isa);
@@ -175,7 +176,7 @@ TEST(AxisTransformPlanTest, StreamedRollsMatchDefinition) {
           for (bool reverse : {false, true}) {
             for (bool outer_reversed : {false, true}) {
               for (int64_t offset : {0, 16}) {
-                SCOPED_TRACE(testing::Message()
+                SCOPED_TRACE(::testing::Message()
                              << KernelIsaName(isa) << " w " << w << " n " << n << " c " << c
                              << " reverse " << reverse << " outer_reversed " << outer_reversed
                              << " offset " << offset);

@@ -13,6 +13,7 @@
 
 #include "gtest/gtest.h"
 #include "tensorops/v1/tensorops.pb.h"
+#include "tests/seed.h"
 
 namespace tensorops {
 namespace {
@@ -56,7 +57,7 @@ std::string Flatten(const grpc::ByteBuffer& buffer) {
 }
 
 TEST(StreamChunkTest, ReadsWhatProtobufWritesAcrossAnySlicing) {
-  std::mt19937_64 rng(1);
+  std::mt19937_64 rng(::tensorops::testing::TestSeed(1));
   for (const uint32_t tensor : {0u, 1u, 2u, 127u, 128u, 0xffffffffu}) {
     for (const uint64_t offset :
          {uint64_t{0}, uint64_t{1}, uint64_t{1} << 20, ~uint64_t{0}, uint64_t{300}}) {
@@ -138,7 +139,7 @@ TEST(StreamChunkTest, DeclinesWhatItDoesNotFullyUnderstand) {
                            7)));
 
   // Whatever it accepts of randomly damaged messages, protobuf reads the same.
-  std::mt19937_64 rng(2);
+  std::mt19937_64 rng(::tensorops::testing::TestSeed(2));
   int accepted = 0;
   for (int i = 0; i < 20000; ++i) {
     std::string bytes = Serialized(rng() % 3, rng() % 1000, std::string(1 + rng() % 20, 'z'),

@@ -2,6 +2,9 @@
 #include "server/core/admission.h"
 
 #include <cstdint>
+#include <future>
+#include <optional>
+#include <string>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -9,6 +12,7 @@
 
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "wire/status_details.h"
 
 namespace tensorops {
 namespace {
@@ -218,6 +222,109 @@ TEST_F(AdmissionTest, ReservationRefusalsAndShrinking) {
   EXPECT_EQ(admission.Reserve(10, &limit).status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(late->AdmitReserved(20, Queue::kLater, &limit).code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(limit, Limit::kNone);
+}
+
+// A busy-budget refusal, then a wait for the bytes; the promise says how it ended.
+struct Wait {
+  std::promise<absl::Status> ended;
+  std::future<absl::Status> result = ended.get_future();
+  AdmissionController::WaitDone Done() {
+    return [this](absl::Status s) { ended.set_value(std::move(s)); };
+  }
+  bool Ended() { return result.wait_for(std::chrono::seconds(0)) == std::future_status::ready; }
+};
+
+TEST_F(AdmissionTest, AWaiterIsAdmittedWhenBytesComeBackAheadOfNewRequests) {
+  AdmissionController admission = MakeController(4, 100);
+  Limit limit;
+  absl::StatusOr<AdmissionTicket> held = admission.Admit(80, Queue::kNow, &limit);
+  ASSERT_TRUE(held.ok());
+  absl::StatusOr<AdmissionTicket> refused = admission.Admit(50, Queue::kNow, &limit);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(ErrorReason(refused.status()), "INFLIGHT_BYTES_EXHAUSTED");
+  AdmissionTicket ticket;
+  Wait wait;
+  admission.WaitForBytes(&ticket, 50, absl::Now() + absl::Seconds(60), refused.status(),
+                         wait.Done());
+  EXPECT_FALSE(wait.Ended());
+  EXPECT_EQ(admission.waiting(), 1);
+  // 10 bytes would fit what is free, but the waiter comes first.
+  absl::StatusOr<AdmissionTicket> newcomer = admission.Admit(10, Queue::kNow, &limit);
+  EXPECT_EQ(ErrorReason(newcomer.status()), "INFLIGHT_BYTES_EXHAUSTED");
+  EXPECT_EQ(ErrorReason(admission.Reserve(10, &limit).status()), "INFLIGHT_BYTES_EXHAUSTED");
+  // Another thread gives its bytes back: the waiter is admitted there.
+  std::thread([&] { held->Release(); }).join();
+  ASSERT_EQ(wait.result.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_TRUE(wait.result.get().ok());
+  EXPECT_TRUE(ticket.held());
+  EXPECT_TRUE(ticket.queued());
+  EXPECT_TRUE(ticket.request());
+  EXPECT_EQ(ticket.bytes(), 50);
+  EXPECT_EQ(admission.waiting(), 0);
+  EXPECT_EQ(admission.inflight_bytes(), 50);
+  EXPECT_EQ(admission.queued(), 1);
+  ticket.Release();
+  EXPECT_EQ(admission.inflight_requests(), 0);
+  EXPECT_EQ(admission.inflight_bytes(), 0);
+}
+
+TEST_F(AdmissionTest, AWaiterIsRefusedAtItsTimeOrAtClose) {
+  AdmissionController admission = MakeController(4, 100);
+  Limit limit;
+  absl::StatusOr<AdmissionTicket> held = admission.Admit(80, Queue::kNow, &limit);
+  ASSERT_TRUE(held.ok());
+  const absl::Status refusal = admission.Admit(50, Queue::kNow, &limit).status();
+  // Nothing frees bytes: the timer refuses it at its time.
+  AdmissionTicket timed;
+  Wait wait;
+  const absl::Time t0 = absl::Now();
+  admission.WaitForBytes(&timed, 50, t0 + absl::Milliseconds(100), refusal, wait.Done());
+  ASSERT_EQ(wait.result.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  const absl::Status s = wait.result.get();
+  EXPECT_GE(absl::Now() - t0, absl::Milliseconds(100));
+  EXPECT_EQ(ErrorReason(s), "INFLIGHT_BYTES_EXHAUSTED");
+  EXPECT_TRUE(RetryDelay(s).has_value());
+  EXPECT_FALSE(timed.held());
+  EXPECT_EQ(admission.waiting(), 0);
+  // The drain refuses what waits: UNAVAILABLE, as a new call.
+  AdmissionTicket drained;
+  Wait closed;
+  admission.WaitForBytes(&drained, 50, absl::Now() + absl::Seconds(60), refusal, closed.Done());
+  admission.Close();
+  ASSERT_TRUE(closed.Ended());
+  EXPECT_EQ(closed.result.get().code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(drained.held());
+  EXPECT_EQ(admission.inflight_bytes(), 80);
+}
+
+TEST_F(AdmissionTest, AWaitingReservationBecomesTheTicketAndTheRoomHoldsOneBudget) {
+  AdmissionController admission = MakeController(4, 100);
+  Limit limit;
+  absl::StatusOr<AdmissionTicket> held = admission.Admit(60, Queue::kNow, &limit);
+  absl::StatusOr<AdmissionTicket> body = admission.Reserve(30, &limit);
+  ASSERT_TRUE(held.ok());
+  ASSERT_TRUE(body.ok());
+  // Its call needs 70 in all (40 more than the body's 30): 130 > 100.
+  const absl::Status refusal = body->AdmitReserved(70, Queue::kNow, &limit);
+  ASSERT_EQ(ErrorReason(refusal), "INFLIGHT_BYTES_EXHAUSTED");
+  Wait wait;
+  admission.WaitForBytes(&*body, 70, absl::Now() + absl::Seconds(60), refusal, wait.Done());
+  // Waiters may ask for the budget once over, no more: 40 + 70 > 100.
+  AdmissionTicket second;
+  Wait full;
+  admission.WaitForBytes(&second, 70, absl::Now() + absl::Seconds(60), refusal, full.Done());
+  ASSERT_TRUE(full.Ended());
+  EXPECT_EQ(ErrorReason(full.result.get()), "INFLIGHT_BYTES_EXHAUSTED");
+  EXPECT_FALSE(wait.Ended());
+  held->Release();
+  ASSERT_TRUE(wait.Ended());
+  EXPECT_TRUE(wait.result.get().ok());
+  EXPECT_TRUE(body->request());
+  EXPECT_EQ(body->bytes(), 70);
+  EXPECT_EQ(admission.inflight_bytes(), 70);
+  EXPECT_EQ(admission.inflight_requests(), 1);
+  body->Release();
+  EXPECT_EQ(admission.inflight_bytes(), 0);
 }
 
 }  // namespace
