@@ -23,7 +23,6 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
-#include "client/stream_call.h"
 #include "tensorops/client.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
 
@@ -39,6 +38,16 @@ absl::Status EncodeInput(const Tensor& t, absl::string_view what, size_t index, 
 
 // A reply's outputs as Tensors (raw bytes moved, not copied).
 ExecuteResult DecodeResponse(v1::ExecuteResponse* response);
+
+// One streamed input (stream_call.cc): a Tensor held whole, or a source
+// read chunk by chunk. A value.
+struct StreamInput {
+  const Tensor* tensor = nullptr;
+  StreamSource* source = nullptr;
+  DataType dtype = DataType::kInvalid;
+  std::vector<int64_t> shape;
+  int64_t bytes = 0;
+};
 
 struct Client::Impl {
   ClientOptions options;

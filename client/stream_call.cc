@@ -1,5 +1,9 @@
-// The SDK's streamed call (ExecuteStream): see stream_call.h.
-#include "client/stream_call.h"
+// The SDK's streamed call (ExecuteStream): its header (types, shapes,
+// CRC-32s), sending the inputs in chunks, reading the replies (ReplyReader:
+// offsets and CRCs checked, flowing or not), progress reported on the
+// calling thread; Client::Impl::Stream, ExecuteStream and
+// Client::ExecuteStreamed. The sources and sinks it reads from and writes to
+// are in stream_io.cc; Client::Impl (client_impl.h) declares what is here.
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/rpc_method.h>

@@ -217,24 +217,10 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   s->pool_ = std::make_unique<ThreadPool>(threads);
   s->metrics_->SetPoolThreads(threads);
-  CallPipeline::Options pipeline_options = options.call;
-  absl::StatusOr<OtlpSettings> otlp = OtlpSettingsFrom(options.otlp_endpoint, ProcessEnv);
-  if (!otlp.ok()) return otlp.status();
-  pipeline_options.sampler = otlp->sampler;
-  if (otlp->target.has_value()) {
-    SpanExporter::Options exporter;
-    exporter.encoding = otlp->encoding;
-    exporter.resource.service_name = otlp->service_name;
-    exporter.resource.instance_id = NewInstanceId();
-    s->spans_ = std::make_unique<SpanExporter>(std::move(exporter),
-                                               OtlpHttpPost(*std::move(otlp->target)), metrics);
-    pipeline_options.spans = s->spans_.get();
-  }
-  // A chunk plus its message framing must fit in one gRPC message, so a
-  // small max_message_bytes alone works.
-  pipeline_options.limits.stream_chunk_bytes = options.EffectiveStreamChunkBytes();
+  absl::StatusOr<CallPipeline::Options> pipeline_options = s->PipelineOptions(metrics);
+  if (!pipeline_options.ok()) return pipeline_options.status();
   s->pipeline_ = std::make_unique<CallPipeline>(&s->registry_, s->pool_.get(), s->admission_.get(),
-                                                metrics, pipeline_options);
+                                                metrics, *pipeline_options);
   s->service_ = std::make_unique<TensorOpsService>(s->pipeline_.get());
   // The Open Inference Protocol: one more front door on the same pipeline.
   ShmRegistry::Options shm_options;
@@ -270,6 +256,29 @@ absl::StatusOr<std::unique_ptr<TensorOpsServer>> TensorOpsServer::Start(
     s->http_ = *std::move(http);
   }
   return s;
+}
+
+// The call pipeline's options: the server's, with the span exporter that
+// --otlp_endpoint and the OTEL_* variables ask for (made here, owned by the
+// server) and the stream chunk size the message limit allows.
+absl::StatusOr<CallPipeline::Options> TensorOpsServer::PipelineOptions(Metrics* metrics) {
+  CallPipeline::Options pipeline_options = options_.call;
+  absl::StatusOr<OtlpSettings> otlp = OtlpSettingsFrom(options_.otlp_endpoint, ProcessEnv);
+  if (!otlp.ok()) return otlp.status();
+  pipeline_options.sampler = otlp->sampler;
+  if (otlp->target.has_value()) {
+    SpanExporter::Options exporter;
+    exporter.encoding = otlp->encoding;
+    exporter.resource.service_name = otlp->service_name;
+    exporter.resource.instance_id = NewInstanceId();
+    spans_ = std::make_unique<SpanExporter>(std::move(exporter),
+                                            OtlpHttpPost(*std::move(otlp->target)), metrics);
+    pipeline_options.spans = spans_.get();
+  }
+  // A chunk plus its message framing must fit in one gRPC message, so a
+  // small max_message_bytes alone works.
+  pipeline_options.limits.stream_chunk_bytes = options_.EffectiveStreamChunkBytes();
+  return pipeline_options;
 }
 
 GrpcServer::Options TensorOpsServer::GrpcOptions(const std::optional<TlsPem>& tls,

@@ -132,6 +132,7 @@ class TensorOpsServer {
   explicit TensorOpsServer(const ServerOptions& options);
   // Each door's options from options_ (derived caps resolved, TLS and the
   // rest Start knows filled in).
+  absl::StatusOr<CallPipeline::Options> PipelineOptions(Metrics* metrics);
   GrpcServer::Options GrpcOptions(const std::optional<TlsPem>& tls, Metrics* metrics) const;
   HttpServer::Options HttpOptions(const TlsContext& tls) const;
 

@@ -10,6 +10,10 @@
 #
 #   tools/fresh_machine_test.sh [REPO]      # REPO: default this checkout
 #   KEEP_FRESH=1 ...                        # keep the root afterwards (for a look)
+#   FRESH_COMMAND=run-server ...            # the README's other command instead:
+#       `bash tools/run-server.sh --port=0 --http_port=0 --metrics_port=0`,
+#       timed until the server says it started and the CLI's `health`
+#       answers SERVING; then the server is stopped by its PID
 #
 # chroot rather than `podman run`: the suite itself runs Podman (label
 # "container"), which inside a container would need --privileged, its own
@@ -64,6 +68,33 @@ if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
 fi
 say "fresh root $FRESH: $(sed -n 's/^PRETTY_NAME=//p' "$FRESH/etc/os-release"), $(git -C "$REPO" rev-parse --short HEAD) of $REPO"
 
+case "${FRESH_COMMAND:-test}" in
+  test)
+    WHAT="bash tools/test.sh"
+    INNER="bash tools/test.sh"
+    ;;
+  run-server)
+    WHAT="bash tools/run-server.sh (until the CLI's health answers SERVING)"
+    # In the background, its log watched for the start line; the CLI then
+    # asks the server's health on the port it printed; the server is
+    # stopped by its PID either way.
+    INNER='bash tools/run-server.sh --port=0 --http_port=0 --metrics_port=0 > /tmp/run-server.log 2>&1 &
+      pid=$!
+      port=""
+      for _ in $(seq 1 3600); do
+        port=$(sed -n "s/.*started: grpc 127.0.0.1:\([0-9]*\).*/\1/p" /tmp/run-server.log | head -1)
+        [ -n "$port" ] && break
+        kill -0 $pid 2>/dev/null || break
+        sleep 0.5
+      done
+      tail -3 /tmp/run-server.log
+      rc=1
+      [ -n "$port" ] && build/client/tensorops --target=127.0.0.1:$port health && rc=0
+      kill $pid 2>/dev/null; wait $pid 2>/dev/null
+      exit $rc'
+    ;;
+  *) fail "FRESH_COMMAND must be test or run-server" ;;
+esac
 start=$SECONDS
 rc=0
 unshare --mount --propagation private -- /bin/bash -euo pipefail -c '
@@ -75,8 +106,8 @@ unshare --mount --propagation private -- /bin/bash -euo pipefail -c '
   mount -t tmpfs tmpfs "$F/tmp"
   exec chroot "$F" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    /bin/bash -c "cd /work/tensorops && bash tools/test.sh"
-' fresh "$FRESH" || rc=$?
+    /bin/bash -c "cd /work/tensorops && $2"
+' fresh "$FRESH" "$INNER" || rc=$?
 secs=$((SECONDS - start))
-say "bash tools/test.sh in the fresh root: exit status $rc after $((secs / 60)) min $((secs % 60)) s"
+say "$WHAT in the fresh root: exit status $rc after $((secs / 60)) min $((secs % 60)) s"
 exit $rc

@@ -85,6 +85,22 @@ class ProtoContents final : public TypedContents {
     ASSIGN_OR_RETURN(const int64_t num_bytes, CheckShape(dtype, dims, what, limits, chars));
     const int64_t n = num_bytes / ElementWidth(dtype);
 
+    RETURN_IF_ERROR(CheckField(dtype, dims, what, n));
+    DecodedTensor out;
+    out.view.dtype = dtype;
+    out.view.shape.assign(dims.begin(), dims.end());
+    out.encoding = Encoding::kTyped;
+    out.storage.reset(new char[num_bytes > 0 ? num_bytes : 1]);
+    char* dst = out.storage.get();
+    RETURN_IF_ERROR(CopyValues(dtype, what, dst));
+    out.view.data = dst;
+    return out;
+  }
+
+ private:
+  // Exactly one contents field is set, the dtype's, with `n` values.
+  absl::Status CheckField(DType dtype, absl::Span<const int64_t> dims, absl::string_view what,
+                          int64_t n) const {
     // Exactly one field, in the order of the native codec's checks.
     const struct {
       const char* name;
@@ -108,9 +124,6 @@ class ProtoContents final : public TypedContents {
       have = f.size;
     }
     const char* typed = TypedContentsField(dtype);
-    DecodedTensor out;
-    out.view.dtype = dtype;
-    out.view.shape.assign(dims.begin(), dims.end());
     if (set == nullptr || typed == nullptr || std::strcmp(set, typed) != 0) {
       if (set == nullptr) {
         return InvalidArgumentAt(
@@ -130,9 +143,11 @@ class ProtoContents final : public TypedContents {
           absl::StrCat(what, ".contents.", set, " has ", have, " values but shape ",
                        ShapeToString(dims), " needs ", n));
     }
-    out.encoding = Encoding::kTyped;
-    out.storage.reset(new char[num_bytes > 0 ? num_bytes : 1]);
-    char* dst = out.storage.get();
+    return absl::OkStatus();
+  }
+
+  // The set field's values into `dst`, as the dtype's elements (CheckField first).
+  absl::Status CopyValues(DType dtype, absl::string_view what, char* dst) const {
     switch (dtype) {
       case DType::kFloat32:
         CopyOut(c_.fp32_contents(), dst);  // bits, so NaN payloads and -0.0 survive
@@ -184,11 +199,9 @@ class ProtoContents final : public TypedContents {
       default:
         return absl::InternalError("ProtoContents: a datatype without typed contents");
     }
-    out.view.data = dst;
-    return out;
+    return absl::OkStatus();
   }
 
- private:
   const InferTensorContents& c_;
 };
 

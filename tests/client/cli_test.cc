@@ -146,7 +146,8 @@ TEST_F(CliTest, VerbosePrintsTraceAndDetails) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err,
               ::testing::ContainsRegex("tensorops: traceparent 00-[0-9a-f]{32}-[0-9a-f]{16}-01"));
-  EXPECT_THAT(r.err, HasSubstr("tensorops: bad request: field 'axes[0]': Roll: axes[0] = 5"));
+  EXPECT_THAT(r.err,
+              HasSubstr("tensorops: bad request: field 'inputs[2].raw_data': Roll: axes[0] = 5"));
   // Without --verbose: nothing but the error line.
   r = Shell("tensorops run Roll --input '[[1,2],[3,4]]' --input '[1]' --input '[5]'");
   EXPECT_THAT(r.err, ::testing::Not(HasSubstr("traceparent")));

@@ -414,8 +414,8 @@ TEST_F(CallTest, UnaryCallWaitsForABusyBudgetThenRunsOrIsRefusedAtTheWaitsEnd) {
   CallPipeline::Options options;
   options.budget_wait = absl::Milliseconds(300);
   SetUpPipeline(4, options);  // a budget of 1 MiB
-  auto holder = std::make_unique<Call>(pipeline_.get(), execute_, &ctx_,
-                                       [](const absl::Status&) {});
+  auto holder =
+      std::make_unique<Call>(pipeline_.get(), execute_, &ctx_, [](const absl::Status&) {});
   ASSERT_TRUE(holder->Admit(900 << 10, Queue::kNow).ok());
   std::atomic<int> runs{0};
   auto run_unary = [&](Call* call) {
@@ -440,11 +440,11 @@ TEST_F(CallTest, UnaryCallWaitsForABusyBudgetThenRunsOrIsRefusedAtTheWaitsEnd) {
   // The same call again, and the holder's bytes come back while it waits.
   Notification admitted_done;
   absl::Status admitted_status;
-  auto waiting = std::make_unique<Call>(pipeline_.get(), execute_, &ctx_,
-                                        [&](const absl::Status& status) {
-                                          admitted_status = status;
-                                          admitted_done.Notify();
-                                        });
+  auto waiting =
+      std::make_unique<Call>(pipeline_.get(), execute_, &ctx_, [&](const absl::Status& status) {
+        admitted_status = status;
+        admitted_done.Notify();
+      });
   run_unary(waiting.get());
   EXPECT_EQ(admission_->waiting(), 1);
   holder->Finish(absl::OkStatus(), 0, 0);
