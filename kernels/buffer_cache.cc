@@ -48,18 +48,19 @@ BufferCache::BufferCache(int64_t limit_bytes, absl::Duration idle)
 
 BufferCache::~BufferCache() {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
+  stop_cv_.notify_all();
   if (trimmer_->thread.joinable()) trimmer_->thread.join();
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   UnmapAllLocked();
 }
 
 void BufferCache::Configure(int64_t limit_bytes, absl::Duration idle) {
   std::vector<Entry> evicted;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     limit_bytes_ = std::max<int64_t>(limit_bytes, 0);
     idle_ = idle;
     while (!entries_.empty() && cached_bytes_ > limit_bytes_) {
@@ -75,7 +76,7 @@ char* BufferCache::Allocate(int64_t bytes, int64_t* capacity) {
   const int64_t need = RoundUp(bytes);
   std::vector<Entry> evicted;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     int best = -1;
     for (int i = 0; i < static_cast<int>(entries_.size()); ++i) {
       const int64_t c = entries_[i].capacity;
@@ -102,7 +103,7 @@ char* BufferCache::Allocate(int64_t bytes, int64_t* capacity) {
 void BufferCache::Release(char* p, int64_t capacity) {
   std::vector<Entry> evicted;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (capacity > limit_bytes_ || stopping_) {
       evicted.push_back(Entry{p, capacity, absl::InfinitePast()});
     } else {
@@ -123,10 +124,10 @@ void BufferCache::Release(char* p, int64_t capacity) {
 }
 
 void BufferCache::TrimmerLoop() {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     const absl::Duration tick = std::clamp(idle_ / 2, absl::Milliseconds(10), absl::Seconds(1));
-    mu_.AwaitWithTimeout(absl::Condition(&stopping_), tick);
+    stop_cv_.wait_for(lock, absl::ToChronoNanoseconds(tick), [this] { return stopping_; });
     if (stopping_) break;
     // Idle buffers: unmapped outside the lock (munmap of a big buffer takes
     // milliseconds; callers must not wait for it).
@@ -138,9 +139,9 @@ void BufferCache::TrimmerLoop() {
       entries_.erase(entries_.begin());
     }
     if (evicted.empty()) continue;
-    mu_.Unlock();
+    lock.unlock();
     for (const Entry& e : evicted) Unmap(e.p, e.capacity);
-    mu_.Lock();
+    lock.lock();
   }
 }
 
@@ -151,17 +152,17 @@ void BufferCache::UnmapAllLocked() {
 }
 
 int64_t BufferCache::cached_bytes() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return cached_bytes_;
 }
 
 int64_t BufferCache::hits() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return hits_;
 }
 
 int64_t BufferCache::misses() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return misses_;
 }
 

@@ -30,12 +30,13 @@
 #ifndef TENSOROPS_KERNELS_BUFFER_CACHE_H_
 #define TENSOROPS_KERNELS_BUFFER_CACHE_H_
 
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
 namespace tensorops {
@@ -81,7 +82,11 @@ class BufferCache {
   void UnmapAllLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TrimmerLoop();
 
-  mutable absl::Mutex mu_;
+  // std::mutex, not absl::Mutex: ThreadSanitizer cannot see Debian's
+  // uninstrumented Abseil, and the trimmer thread meets every call's
+  // Release (as ThreadPool and AdmissionController do, docs/development.md).
+  mutable std::mutex mu_;
+  std::condition_variable stop_cv_;  // the trimmer's wait; notified on stopping_
   int64_t limit_bytes_ ABSL_GUARDED_BY(mu_);
   absl::Duration idle_ ABSL_GUARDED_BY(mu_);
   std::vector<Entry> entries_ ABSL_GUARDED_BY(mu_);  // oldest first
