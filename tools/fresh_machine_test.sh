@@ -106,7 +106,7 @@ unshare --mount --propagation private -- /bin/bash -euo pipefail -c '
   mount -t tmpfs tmpfs "$F/tmp"
   exec chroot "$F" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    /bin/bash -c "cd /work/tensorops && $2"
+    /bin/bash -c "cd /work/tensorops || exit 1; $2"
 ' fresh "$FRESH" "$INNER" || rc=$?
 secs=$((SECONDS - start))
 say "$WHAT in the fresh root: exit status $rc after $((secs / 60)) min $((secs % 60)) s"
