@@ -122,20 +122,18 @@ fi
 #   resends            a second server, refusal retries), retry_test,
 #                      stream_client_test
 #   HTTP transport     rest_admission_e2e_test, http_limits_e2e_test, http_flood
-#   (span exporter     not yet: server/core/span_export.cc guards its queue
-#                      with absl::Mutex, which Debian's uninstrumented Abseil
-#                      hides from TSan: span_export_test reports false races
-#                      until it takes a std::mutex as ThreadPool does)
+#   span exporter      span_export_test (calls' Export against the export
+#                      thread; its queue on std::mutex, which TSan sees)
 #   the OIP door       oip_e2e_test (calls racing Unregister), oip_python_client
 TSAN_TARGETS=(tensorops-server kernels_thread_pool_test admission_test call_test
   overload_test service_e2e_test drain_test stream_protocol_test
   flow_stream_test client_test retry_test stream_client_test rest_admission_e2e_test
-  http_limits_e2e_test oip_e2e_test)
+  http_limits_e2e_test oip_e2e_test span_export_test)
 TSAN_SUITES="ThreadPoolTest|AdmissionTest|CallTest|OverloadTest|ServiceE2ETest"
 TSAN_SUITES+="|DrainTest|StreamProtocolTest|StreamAdmissionTest|StreamStallTest|FlowStreamTest"
 TSAN_SUITES+="|FlowAdmissionTest|FlowDrainTest|FlowQuotaTest|ClientTest|ClientOptionsTest"
 TSAN_SUITES+="|TwoServersTest|RefusalRetryTest|RetryTest|StreamClientTest|StreamClientOptionsTest"
-TSAN_SUITES+="|RestAdmissionE2ETest|HttpLimitsE2ETest|OipE2ETest"
+TSAN_SUITES+="|RestAdmissionE2ETest|HttpLimitsE2ETest|OipE2ETest|SpanExportTest"
 TSAN_TESTS="^($TSAN_SUITES)\.|^(flow_python_client|oip_python_client|http_flood)\$"
 
 if [[ " $SANITIZERS " == *" tsan "* ]]; then

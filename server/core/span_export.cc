@@ -377,19 +377,25 @@ SpanExporter::SpanExporter(Options options, PostFn post, Metrics* metrics)
 
 SpanExporter::~SpanExporter() {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
+  wake_.notify_all();
   thread_.join();
 }
 
 void SpanExporter::Export(SpanRecord span) {
-  absl::MutexLock lock(&mu_);
-  if (queue_.size() >= options_.max_queue) {
-    if (metrics_ != nullptr) metrics_->RecordSpansDropped(Metrics::SpanDrop::kQueueFull, 1);
-    return;
+  bool full_batch = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (queue_.size() >= options_.max_queue) {
+      if (metrics_ != nullptr) metrics_->RecordSpansDropped(Metrics::SpanDrop::kQueueFull, 1);
+      return;
+    }
+    queue_.push_back(std::move(span));
+    full_batch = queue_.size() == options_.max_batch;
   }
-  queue_.push_back(std::move(span));
+  if (full_batch) wake_.notify_one();
 }
 
 void SpanExporter::Loop() {
@@ -397,13 +403,11 @@ void SpanExporter::Loop() {
   for (;;) {
     bool stopping = false;
     {
-      absl::MutexLock lock(&mu_);
+      std::unique_lock<std::mutex> lock(mu_);
       // Wake for a full batch or the stop; else send what there is each
       // interval.
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || queue_.size() >= options_.max_batch;
-      };
-      mu_.AwaitWithTimeout(absl::Condition(&ready), options_.interval);
+      wake_.wait_for(lock, absl::ToChronoNanoseconds(options_.interval),
+                     [this] { return stopping_ || queue_.size() >= options_.max_batch; });
       stopping = stopping_;
       // The whole queue at once, for an empty vector (with last round's
       // capacity): the calls' lock is held for a swap, never a copy.
