@@ -104,7 +104,28 @@ ABSL_FLAG(absl::Duration, drain_timeout, tensorops::ServerOptions().drain_timeou
 ABSL_FLAG(bool, access_log, tensorops::ServerOptions().call.access_log,
           "Log one line per request (op, status, bytes, microseconds, trace and span id) to "
           "stderr.");
-ABSL_FLAG(std::string, trace_headers, "auto",
+namespace tensorops {
+// --trace_headers as Abseil's flags read and print it: auto, true or false
+// (found by argument-dependent lookup; a bad value is a usage error).
+bool AbslParseFlag(absl::string_view text, TraceHeaders* mode, std::string* error) {
+  if (text == "auto") {
+    *mode = TraceHeaders::kAuto;
+  } else if (text == "true") {
+    *mode = TraceHeaders::kOn;
+  } else if (text == "false") {
+    *mode = TraceHeaders::kOff;
+  } else {
+    *error = "must be 'auto', 'true' or 'false'";
+    return false;
+  }
+  return true;
+}
+std::string AbslUnparseFlag(TraceHeaders mode) {
+  return mode == TraceHeaders::kAuto ? "auto" : mode == TraceHeaders::kOn ? "true" : "false";
+}
+}  // namespace tensorops
+
+ABSL_FLAG(tensorops::TraceHeaders, trace_headers, tensorops::CallPipeline::Options().trace_headers,
           "When to send a call's W3C traceparent back (gRPC initial metadata, HTTP header) and "
           "what it spent where (gRPC trailing metadata server-timing, HTTP Server-Timing: "
           "queue, kernel, total in ms): 'auto' (default) to a call that arrived with a sampled "
@@ -358,16 +379,7 @@ int OptionsFromFlags(const tensorops::MemoryBudget& budget, tensorops::ServerOpt
   GrpcFlags(options);
   HttpFlags(options);
   CallFlags(budget, options);
-  if (const std::string mode = absl::GetFlag(FLAGS_trace_headers); mode == "auto") {
-    options->call.trace_headers = tensorops::TraceHeaders::kAuto;
-  } else if (mode == "true") {
-    options->call.trace_headers = tensorops::TraceHeaders::kOn;
-  } else if (mode == "false") {
-    options->call.trace_headers = tensorops::TraceHeaders::kOff;
-  } else {
-    return UsageError(
-        absl::StrCat("--trace_headers must be 'auto', 'true' or 'false', not '", mode, "'"));
-  }
+  options->call.trace_headers = absl::GetFlag(FLAGS_trace_headers);
   if (const std::string shm = absl::GetFlag(FLAGS_shared_memory); shm == "system") {
     options->shared_memory = true;
   } else if (shm != "none") {
