@@ -1057,6 +1057,86 @@ int Report(const Shared& sh, const std::vector<std::unique_ptr<Slot>>& slots,
 
 }  // namespace
 
+// Reads argv into `o`; returns the argument it does not know, or null.
+const char* ParseArgs(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; ++i) {
+    std::string v;
+    const char* a = argv[i];
+    if (Flag(a, "--target", &v)) {
+      o->target = v;
+    } else if (Flag(a, "--mode", &v)) {
+      o->mode = v;
+    } else if (Flag(a, "--tensor_bytes", &v)) {
+      o->tensor_bytes = std::strtoll(v.c_str(), nullptr, 10);
+    } else if (Flag(a, "--chunk_bytes", &v)) {
+      o->chunk_bytes = std::strtoll(v.c_str(), nullptr, 10);
+    } else if (Flag(a, "--calls", &v)) {
+      o->calls = std::atoi(v.c_str());
+    } else if (Flag(a, "--address", &v)) {
+      o->address = v;
+    } else if (Flag(a, "--op", &v)) {
+      o->op = v;
+    } else if (Flag(a, "--payload_bytes", &v)) {
+      o->payload_bytes = std::strtoll(v.c_str(), nullptr, 10);
+    } else if (Flag(a, "--concurrency", &v)) {
+      o->concurrency = std::atoi(v.c_str());
+    } else if (Flag(a, "--channels", &v)) {
+      o->channels = std::atoi(v.c_str());
+    } else if (Flag(a, "--warmup_seconds", &v)) {
+      o->warmup_seconds = std::atof(v.c_str());
+    } else if (Flag(a, "--warmup_calls", &v)) {
+      o->warmup_calls = std::strtoll(v.c_str(), nullptr, 10);
+    } else if (Flag(a, "--duration_seconds", &v)) {
+      o->duration_seconds = std::atof(v.c_str());
+    } else if (Flag(a, "--max_calls", &v)) {
+      o->max_calls = std::strtoll(v.c_str(), nullptr, 10);
+    } else if (Flag(a, "--verify_every", &v)) {
+      o->verify_every = std::strtoll(v.c_str(), nullptr, 10);
+    } else if (Flag(a, "--deadline_seconds", &v)) {
+      o->deadline_seconds = std::atof(v.c_str());
+    } else if (Flag(a, "--traceparent", &v)) {
+      o->traceparent = v;
+    } else if (Flag(a, "--max_message_bytes", &v)) {
+      o->max_message_bytes = std::strtoll(v.c_str(), nullptr, 10);
+    } else if (Flag(a, "--flow", &v)) {
+      o->flow = v == "true" || v == "1";
+    } else {
+      return a;
+    }
+  }
+  return nullptr;
+}
+
+// The stubs of o.channels channels to o.address (false: one could not
+// connect, said on stderr).
+bool ConnectChannels(Shared* sh) {
+  const Options& o = sh->opt;
+  // Separate connections: a distinct channel argument keeps gRPC from sharing
+  // one subchannel between the channels.
+  const int max_message =
+      static_cast<int>(std::min<int64_t>(o.max_message_bytes, std::numeric_limits<int>::max()));
+  for (int c = 0; c < o.channels; ++c) {
+    grpc::ChannelArguments args;
+    args.SetInt("tensorops.bench.channel_index", c);
+    args.SetMaxReceiveMessageSize(max_message);
+    args.SetMaxSendMessageSize(max_message);
+    auto channel = grpc::CreateCustomChannel(o.address, grpc::InsecureChannelCredentials(), args);
+    if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
+      std::fprintf(stderr, "load_tool: cannot connect to %s\n", o.address.c_str());
+      return false;
+    }
+    if (sh->is_echo) {
+      sh->echo_stubs.push_back(eb::Echo::NewStub(channel));
+    } else if (sh->is_oip) {
+      sh->oip_stubs.push_back(inference::GRPCInferenceService::NewStub(channel));
+    } else {
+      sh->exec_stubs.push_back(v1::TensorOps::NewStub(channel));
+    }
+  }
+
+  return true;
+}
+
 int main(int argc, char** argv) {
   // Keep the client cheap so that the servers, not the load generator, set the
   // pace: large blocks come from the heap and stay mapped (no fresh page
@@ -1066,51 +1146,7 @@ int main(int argc, char** argv) {
   mallopt(M_ARENA_MAX, 1);
   Shared sh;
   Options& o = sh.opt;
-  for (int i = 1; i < argc; ++i) {
-    std::string v;
-    const char* a = argv[i];
-    if (Flag(a, "--target", &v)) {
-      o.target = v;
-    } else if (Flag(a, "--mode", &v)) {
-      o.mode = v;
-    } else if (Flag(a, "--tensor_bytes", &v)) {
-      o.tensor_bytes = std::strtoll(v.c_str(), nullptr, 10);
-    } else if (Flag(a, "--chunk_bytes", &v)) {
-      o.chunk_bytes = std::strtoll(v.c_str(), nullptr, 10);
-    } else if (Flag(a, "--calls", &v)) {
-      o.calls = std::atoi(v.c_str());
-    } else if (Flag(a, "--address", &v)) {
-      o.address = v;
-    } else if (Flag(a, "--op", &v)) {
-      o.op = v;
-    } else if (Flag(a, "--payload_bytes", &v)) {
-      o.payload_bytes = std::strtoll(v.c_str(), nullptr, 10);
-    } else if (Flag(a, "--concurrency", &v)) {
-      o.concurrency = std::atoi(v.c_str());
-    } else if (Flag(a, "--channels", &v)) {
-      o.channels = std::atoi(v.c_str());
-    } else if (Flag(a, "--warmup_seconds", &v)) {
-      o.warmup_seconds = std::atof(v.c_str());
-    } else if (Flag(a, "--warmup_calls", &v)) {
-      o.warmup_calls = std::strtoll(v.c_str(), nullptr, 10);
-    } else if (Flag(a, "--duration_seconds", &v)) {
-      o.duration_seconds = std::atof(v.c_str());
-    } else if (Flag(a, "--max_calls", &v)) {
-      o.max_calls = std::strtoll(v.c_str(), nullptr, 10);
-    } else if (Flag(a, "--verify_every", &v)) {
-      o.verify_every = std::strtoll(v.c_str(), nullptr, 10);
-    } else if (Flag(a, "--deadline_seconds", &v)) {
-      o.deadline_seconds = std::atof(v.c_str());
-    } else if (Flag(a, "--traceparent", &v)) {
-      o.traceparent = v;
-    } else if (Flag(a, "--max_message_bytes", &v)) {
-      o.max_message_bytes = std::strtoll(v.c_str(), nullptr, 10);
-    } else if (Flag(a, "--flow", &v)) {
-      o.flow = v == "true" || v == "1";
-    } else {
-      return Usage(a);
-    }
-  }
+  if (const char* bad = ParseArgs(argc, argv, &o)) return Usage(bad);
   if (o.target != "tensorops" && o.target != "oip" && o.target != "rest" &&
       o.target != "rest_json" && o.target != "echo") {
     return Usage("--target");
@@ -1145,28 +1181,7 @@ int main(int argc, char** argv) {
                                                      : sh.exec_request.ByteSizeLong()));
   if (sh.is_rest) return RunRest(&sh, request_bytes);
 
-  // Separate connections: a distinct channel argument keeps gRPC from sharing
-  // one subchannel between the channels.
-  const int max_message =
-      static_cast<int>(std::min<int64_t>(o.max_message_bytes, std::numeric_limits<int>::max()));
-  for (int c = 0; c < o.channels; ++c) {
-    grpc::ChannelArguments args;
-    args.SetInt("tensorops.bench.channel_index", c);
-    args.SetMaxReceiveMessageSize(max_message);
-    args.SetMaxSendMessageSize(max_message);
-    auto channel = grpc::CreateCustomChannel(o.address, grpc::InsecureChannelCredentials(), args);
-    if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
-      std::fprintf(stderr, "load_tool: cannot connect to %s\n", o.address.c_str());
-      return 1;
-    }
-    if (sh.is_echo) {
-      sh.echo_stubs.push_back(eb::Echo::NewStub(channel));
-    } else if (sh.is_oip) {
-      sh.oip_stubs.push_back(inference::GRPCInferenceService::NewStub(channel));
-    } else {
-      sh.exec_stubs.push_back(v1::TensorOps::NewStub(channel));
-    }
-  }
+  if (!ConnectChannels(&sh)) return 1;
 
   std::vector<std::unique_ptr<Slot>> slots = MakeSlots(&sh);
   sh.active = o.concurrency;
