@@ -19,41 +19,24 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "tensorops/client.h"
 
-namespace {
-
-bool Flag(const char* arg, const char* name, std::string* value) {
-  const size_t n = std::strlen(name);
-  if (std::strncmp(arg, name, n) != 0 || arg[n] != '=') return false;
-  *value = arg + n + 1;
-  return true;
-}
-
-}  // namespace
+ABSL_FLAG(std::string, address, "", "the server, HOST:PORT");
+ABSL_FLAG(int64_t, tensor_bytes, int64_t{1} << 30, "bytes of the UINT8 tensor rolled");
+ABSL_FLAG(int, calls, 3, "calls, one after the other");
+ABSL_FLAG(bool, flow, true, "a flowing stream (CallOptions::flow)");
 
 int main(int argc, char** argv) {
-  std::string address;
-  int64_t bytes = int64_t{1} << 30;
-  int calls = 3;
-  bool flow = true;
-  for (int i = 1; i < argc; ++i) {
-    std::string v;
-    if (Flag(argv[i], "--address", &v)) {
-      address = v;
-    } else if (Flag(argv[i], "--tensor_bytes", &v)) {
-      bytes = std::strtoll(v.c_str(), nullptr, 10);
-    } else if (Flag(argv[i], "--calls", &v)) {
-      calls = std::atoi(v.c_str());
-    } else if (Flag(argv[i], "--flow", &v)) {
-      flow = v == "true" || v == "1";
-    } else {
-      std::fprintf(stderr,
-                   "usage: sdk_stream_bench --address=HOST:PORT [--tensor_bytes=N] "
-                   "[--calls=3] [--flow=true]\n");
-      return 2;
-    }
-  }
+  absl::SetProgramUsageMessage(
+      "sdk_stream_bench --address=HOST:PORT [--tensor_bytes=N] [--calls=3] [--flow=true]");
+  absl::ParseCommandLine(argc, argv);
+  const std::string address = absl::GetFlag(FLAGS_address);
+  const int64_t bytes = absl::GetFlag(FLAGS_tensor_bytes);
+  const int calls = absl::GetFlag(FLAGS_calls);
+  const bool flow = absl::GetFlag(FLAGS_flow);
   if (address.empty() || bytes <= 0 || calls <= 0) {
     std::fprintf(stderr, "sdk_stream_bench: --address, --tensor_bytes > 0, --calls > 0\n");
     return 2;
