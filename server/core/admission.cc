@@ -117,14 +117,18 @@ absl::Status AdmissionController::CheckOpen() const {
   return absl::OkStatus();
 }
 
+void AdmissionController::EndWaitersLocked(Ended* ended) {
+  for (Waiter& w : waiters_) ended->emplace_back(std::move(w.done), DrainingError(kShuttingDown));
+  waiters_.clear();
+  waiting_bytes_ = 0;
+}
+
 void AdmissionController::Close() {
   Ended ended;
   {
     std::lock_guard<std::mutex> lock(mu_);
     closed_ = true;
-    for (Waiter& w : waiters_) ended.emplace_back(std::move(w.done), DrainingError(kShuttingDown));
-    waiters_.clear();
-    waiting_bytes_ = 0;
+    EndWaitersLocked(&ended);
   }
   RunEnded(std::move(ended));
 }
@@ -134,9 +138,7 @@ AdmissionController::~AdmissionController() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
-    for (Waiter& w : waiters_) ended.emplace_back(std::move(w.done), DrainingError(kShuttingDown));
-    waiters_.clear();
-    waiting_bytes_ = 0;
+    EndWaitersLocked(&ended);
   }
   timer_cv_.notify_all();
   RunEnded(std::move(ended));

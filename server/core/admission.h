@@ -145,6 +145,8 @@ class AdmissionController {
   void Notify() const;
   // Admits the waiters at the head that fit now, refuses those past their
   // time; appends them to *ended.
+  // Every waiter ended with the shutdown's refusal (Close, the destructor).
+  void EndWaitersLocked(Ended* ended);
   void Pump(absl::Time now, Ended* ended);
   // Runs each ended waiter's callback (mu_ not held).
   static void RunEnded(Ended ended);
