@@ -38,6 +38,14 @@
 namespace tensorops {
 namespace {
 
+// A small REST infer of Reverse (64 elements), as a refused caller sends it.
+testing::HttpPostAnswer PostSmallReverse(int port) {
+  const testing::ReverseInfer infer = testing::ReverseInferBody(64);
+  testing::HttpPostOptions options;
+  options.headers = infer.headers;
+  return testing::HttpPost(port, "/v2/models/Reverse/infer", infer.body, options);
+}
+
 using ::testing::HasSubstr;
 using testing::KernelGate;
 
@@ -127,10 +135,7 @@ TEST(RefusalDetailsTest, QueueFullCarriesRetryInfoOnBothDoors) {
   testing::HttpPostAnswer rest;
   if (full) {
     r = Execute(refused.get(), testing::CheckedRollRequest());
-    const testing::ReverseInfer infer = testing::ReverseInferBody(64);
-    testing::HttpPostOptions options;
-    options.headers = infer.headers;
-    rest = testing::HttpPost(server->http_port(), "/v2/models/Reverse/infer", infer.body, options);
+    rest = PostSmallReverse(server->http_port());
   }
   gate.Open();
   held_thread.join();
@@ -282,10 +287,7 @@ TEST(RefusalDetailsTest, DrainCarriesRetryInfoOnBothDoors) {
   }
   if (draining) {
     r = Execute(refused.get(), testing::CheckedRollRequest());
-    const testing::ReverseInfer infer = testing::ReverseInferBody(64);
-    testing::HttpPostOptions options;
-    options.headers = infer.headers;
-    rest = testing::HttpPost(server->http_port(), "/v2/models/Reverse/infer", infer.body, options);
+    rest = PostSmallReverse(server->http_port());
   }
   gate.Open();
   held_thread.join();

@@ -535,7 +535,7 @@ std::string RestBody(const std::string& data, const std::string& axes,
 struct RestRow {
   const char* what;
   std::string body;
-  std::optional<int64_t> header_length;
+  std::optional<int64_t> header_length = std::nullopt;
   bool whole_body = false;
 };
 
