@@ -32,7 +32,8 @@ int HttpStatusOf(const absl::Status& status);
 std::string ErrorJson(absl::string_view message);
 // {"error": "<message>", "details": [...]}: the status's google.rpc details
 // in proto3 JSON (wire/status_details.h StatusDetailsJson), an
-// INVALID_ARGUMENT's BadRequest derived first; no "details" when none.
+// INVALID_ARGUMENT's BadRequest made from the field path its error carries
+// (WithBadRequest, kernels/field_path.h); no "details" when none.
 std::string ErrorJson(const absl::Status& status);
 
 // `status` with `json` as its application/json body.
