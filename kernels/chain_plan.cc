@@ -8,66 +8,13 @@
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
+#include "kernels/chain_axes.h"
 #include "kernels/sequence_reverse.h"
 #include "kernels/streaming_store.h"
 #include "kernels/strided_copy.h"
 
 namespace tensorops {
 namespace {
-
-using Kind = DimTransform::Kind;
-
-int64_t Mod(int64_t v, int64_t n) {
-  v %= n;
-  return v < 0 ? v + n : v;
-}
-
-// Along one axis of size n: output index j reads input index
-// (sign * j + offset) mod n, sign +-1, offset in [0, n).
-struct AxisMap {
-  int64_t sign = 1;
-  int64_t offset = 0;
-  bool identity() const { return sign == 1 && offset == 0; }
-};
-
-AxisMap FromTransform(const DimTransform& t, int64_t n) {
-  if (n <= 1) return {};
-  switch (t.kind) {
-    case Kind::kCopy:
-      return {};
-    case Kind::kReverse:
-      return {-1, n - 1};
-    case Kind::kRoll:
-      return {1, Mod(-t.shift, n)};
-    case Kind::kReverseRoll:
-      return {-1, t.shift};
-  }
-  return {};
-}
-
-DimTransform ToTransform(const AxisMap& m, int64_t n) {
-  if (n <= 1 || m.identity()) return DimTransform::Copy();
-  if (m.sign == 1) return DimTransform::Roll(Mod(-m.offset, n));
-  return m.offset == n - 1 ? DimTransform::Reverse() : DimTransform::ReverseRoll(m.offset);
-}
-
-// The map that reads through `next` first and then through `prev`:
-// j -> prev(next(j)). A chain's output reads its input at
-// f_1(f_2(...f_K(j))), so steps are folded in as prev = Compose(prev, f_k).
-AxisMap Compose(const AxisMap& prev, const AxisMap& next, int64_t n) {
-  if (n <= 1) return {};
-  return {prev.sign * next.sign, Mod(prev.sign * next.offset + prev.offset, n)};
-}
-
-inline int64_t Apply(const AxisMap& m, int64_t j, int64_t n) {
-  int64_t v = m.sign * j + m.offset;  // in (-n, 2n)
-  if (v >= n) {
-    v -= n;
-  } else if (v < 0) {
-    v += n;
-  }
-  return v;
-}
 
 // Output positions [out, out + count) of one row read input positions
 // x, x + dir, x + 2 dir, ...
@@ -84,7 +31,7 @@ using Runs = absl::InlinedVector<Run, 8>;
 void MapRuns(const AxisMap& m, int64_t n, Runs* runs, Runs* tmp) {
   tmp->clear();
   for (const Run& r : *runs) {
-    const int64_t y = Apply(m, r.x, n);
+    const int64_t y = m.Apply(r.x, n);
     const int64_t dir = m.sign * r.dir;
     const int64_t first = dir > 0 ? std::min(r.count, n - y) : std::min(r.count, y + 1);
     tmp->push_back({r.out, y, first, dir});
@@ -135,23 +82,6 @@ void MergeRuns(Runs* runs) {
   runs->resize(w);
 }
 
-// The composed per-axis maps of a run of Reverse/Roll movements.
-std::vector<AxisMap> ComposeAxes(const Shape& shape, absl::Span<const Movement> steps) {
-  std::vector<AxisMap> maps(shape.size());
-  for (const Movement& m : steps) {
-    for (size_t a = 0; a < shape.size(); ++a) {
-      maps[a] = Compose(maps[a], FromTransform(m.axes[a], shape[a]), shape[a]);
-    }
-  }
-  return maps;
-}
-
-std::vector<DimTransform> ToTransforms(const Shape& shape, const std::vector<AxisMap>& maps) {
-  std::vector<DimTransform> out(shape.size());
-  for (size_t a = 0; a < shape.size(); ++a) out[a] = ToTransform(maps[a], shape[a]);
-  return out;
-}
-
 bool AnySequence(absl::Span<const Movement> steps) {
   for (const Movement& m : steps) {
     if (m.sequence.has_value()) return true;
@@ -163,44 +93,21 @@ bool AnySequence(absl::Span<const Movement> steps) {
 class FusedChainPlan {
  public:
   FusedChainPlan(const Shape& shape, int64_t width, absl::Span<const Movement> steps) {
-    const int64_t rank = static_cast<int64_t>(shape.size());
-    std::vector<bool> coupled(rank, false);
-    std::vector<bool> is_batch(rank, false);
-    int64_t last = -1;
-    for (const Movement& m : steps) {
-      if (!m.sequence) continue;
-      coupled[m.sequence->batch_axis] = coupled[m.sequence->seq_axis] = true;
-      is_batch[m.sequence->batch_axis] = true;
-      last = std::max({last, m.sequence->batch_axis, m.sequence->seq_axis});
-    }
-    // Free axes: every step's map along them, composed once.
-    std::vector<Movement> axis_steps;
-    for (const Movement& m : steps) {
-      if (!m.sequence) axis_steps.push_back(m);
-    }
-    const std::vector<AxisMap> free_maps = ComposeAxes(shape, axis_steps);
-
-    has_piece_ = !is_batch[last];
-    const int64_t rows = has_piece_ ? last : last + 1;  // leading dims walked row by row
+    const ChainAxes axes(shape, steps);
+    const int64_t rank = axes.rank();
+    const int64_t last = axes.last_coupled();
+    const int64_t rows = axes.first_run_axis();  // leading dims walked row by row
+    has_piece_ = rows == last;
     piece_n_ = has_piece_ ? shape[last] : 1;
     // The dims after `last`: one block per row position, by the composed plan.
-    Shape inner_shape(shape.begin() + last + 1, shape.end());
-    std::vector<DimTransform> inner_t;
-    bool inner_identity = true;
     int64_t inner_elems = 1;
-    for (int64_t a = last + 1; a < rank; ++a) {
-      inner_t.push_back(ToTransform(free_maps[a], shape[a]));
-      inner_identity = inner_identity && inner_t.back().kind == Kind::kCopy;
-      inner_elems *= shape[a];
-    }
+    for (int64_t a = last + 1; a < rank; ++a) inner_elems *= shape[a];
     block_ = inner_elems * width;
     row_bytes_ = piece_n_ * block_;
     int64_t total = row_bytes_;
     for (int64_t a = 0; a < rows; ++a) total *= shape[a];
     stream_ = total >= StreamingStoreMinBytes();
-    if (!inner_identity) {
-      inner_ = std::make_unique<AxisTransformPlan>(inner_shape, width, inner_t, stream_);
-    }
+    inner_ = axes.TrailingPlan(last, width, stream_);
     // Row dims: sizes, strides, free maps.
     size_.assign(shape.begin(), shape.begin() + rows);
     stride_.resize(rows);
@@ -212,8 +119,8 @@ class FusedChainPlan {
     free_.resize(rows);
     coupled_row_.resize(rows);
     for (int64_t a = 0; a < rows; ++a) {
-      coupled_row_[a] = coupled[a];
-      free_[a] = coupled[a] ? AxisMap{} : free_maps[a];
+      coupled_row_[a] = axes.coupled(a);
+      free_[a] = axes.coupled(a) ? AxisMap{} : axes.free_map(a);
     }
     // The steps along coupled axes, in chain order (run last to first).
     for (const Movement& m : steps) {
@@ -227,8 +134,8 @@ class FusedChainPlan {
         }
       } else {
         for (int64_t a = 0; a < rank; ++a) {
-          if (!coupled[a]) continue;
-          const AxisMap map = FromTransform(m.axes[a], shape[a]);
+          if (!axes.coupled(a)) continue;
+          const AxisMap map = AxisMap::From(m.axes[a], shape[a]);
           if (map.identity()) continue;
           if (has_piece_ && a == last) {
             s.piece_map = true;
@@ -261,13 +168,13 @@ class FusedChainPlan {
     Runs runs, tmp;
     for (int64_t u = begin; u < end; ++u) {
       for (int64_t a = 0; a < rows; ++a) {
-        idx[a] = coupled_row_[a] ? pos[a] : Apply(free_[a], pos[a], size_[a]);
+        idx[a] = coupled_row_[a] ? pos[a] : free_[a].Apply(pos[a], size_[a]);
       }
       runs.assign({Run{0, 0, piece_n_, 1}});
       for (size_t k = steps_.size(); k-- > 0;) {
         const Step& s = steps_[k];
         if (s.batch < 0) {
-          for (const auto& [a, map] : s.maps) idx[a] = Apply(map, idx[a], size_[a]);
+          for (const auto& [a, map] : s.maps) idx[a] = map.Apply(idx[a], size_[a]);
           if (s.piece_map) MapRuns(s.piece, piece_n_, &runs, &tmp);
           continue;
         }
@@ -365,12 +272,6 @@ bool Fusable(const Shape& shape, int64_t width, absl::Span<const Movement> steps
          FusedChainPlan(shape, width, steps).row_bytes() >= kFusedMinRowBytes;
 }
 
-// Along one axis: the map that undoes `m` (input index -> output index).
-AxisMap Inverse(const AxisMap& m, int64_t n) {
-  if (n <= 1) return {};
-  return {m.sign, Mod(-m.sign * m.offset, n)};
-}
-
 // A rank-0 tensor as one of shape [1] (a Movement of it has no axes).
 std::vector<Movement> WithOneAxis(absl::Span<const Movement> steps) {
   std::vector<Movement> out(steps.begin(), steps.end());
@@ -400,25 +301,18 @@ std::unique_ptr<FlowPlan> FlowPlan::Make(DType dtype, const Shape& shape,
     const std::vector<Movement> padded = WithOneAxis(steps);
     return Make(dtype, Shape{1}, padded, max_block_bytes, min_row_bytes);
   }
-  const int64_t rank = static_cast<int64_t>(shape.size());
-  std::vector<bool> coupled(rank, false), is_batch(rank, false);
-  int64_t last = -1;
-  for (const Movement& m : steps) {
-    if (!m.sequence) continue;
-    coupled[m.sequence->batch_axis] = coupled[m.sequence->seq_axis] = true;
-    is_batch[m.sequence->batch_axis] = true;
-    last = std::max({last, m.sequence->batch_axis, m.sequence->seq_axis});
-  }
+  const ChainAxes axes(shape, steps);
+  const int64_t rank = axes.rank();
   std::unique_ptr<FlowPlan> plan(new FlowPlan());
   plan->width_ = ElementWidth(dtype);
   // The run axis: the outermost one whose blocks fit max_block_bytes, but
-  // never before a coupled axis (a batch axis must index the row: its
-  // lengths are per row).
+  // never before the first one a row may run along (a batch axis must index
+  // the row: its lengths are per row).
   int64_t d = rank - 1;
   for (int64_t blk = plan->width_; d > 0 && blk * shape[d] <= max_block_bytes; --d) {
     blk *= shape[d];
   }
-  const int64_t d_min = last < 0 ? 0 : (is_batch[last] ? last + 1 : last);
+  const int64_t d_min = axes.first_run_axis();
   if (d_min >= rank) return nullptr;    // rows of one element
   const bool coupled_rows = d_min > d;  // the coupling, not the block size, sets the rows
   d = std::max(d, d_min);
@@ -428,23 +322,8 @@ std::unique_ptr<FlowPlan> FlowPlan::Make(DType dtype, const Shape& shape,
   for (int64_t a = d + 1; a < rank; ++a) plan->block_ *= shape[a];
   if (coupled_rows && plan->row_n_ * plan->block_ < min_row_bytes) return nullptr;
   plan->prefix_.assign(shape.begin(), shape.begin() + d);
-
   // The trailing dims are free: every step's map along them, composed once.
-  std::vector<Movement> axis_steps;
-  for (const Movement& m : steps) {
-    if (!m.sequence) axis_steps.push_back(m);
-  }
-  const std::vector<AxisMap> free_maps = ComposeAxes(shape, axis_steps);
-  Shape inner_shape(shape.begin() + d + 1, shape.end());
-  std::vector<DimTransform> inner_t;
-  bool inner_identity = true;
-  for (int64_t a = d + 1; a < rank; ++a) {
-    inner_t.push_back(ToTransform(free_maps[a], shape[a]));
-    inner_identity = inner_identity && inner_t.back().kind == Kind::kCopy;
-  }
-  if (!inner_identity) {
-    plan->inner_ = std::make_unique<AxisTransformPlan>(inner_shape, plan->width_, inner_t, false);
-  }
+  plan->inner_ = axes.TrailingPlan(d, plan->width_, /*stream=*/false);
   for (const Movement& m : steps) {
     Step s;
     if (m.sequence) {
@@ -457,7 +336,7 @@ std::unique_ptr<FlowPlan> FlowPlan::Make(DType dtype, const Shape& shape,
     } else {
       bool identity = true;
       for (int64_t a = 0; a <= d; ++a) {
-        const AxisMap inv = Inverse(FromTransform(m.axes[a], shape[a]), shape[a]);
+        const AxisMap inv = AxisMap::From(m.axes[a], shape[a]).Inverse(shape[a]);
         identity = identity && inv.identity();
         if (a < d) {
           s.prefix_inv.push_back(inv);
@@ -496,7 +375,7 @@ void FlowPlan::Map(int64_t first, int64_t count, std::vector<Piece>* pieces) con
       }
       continue;
     }
-    for (int64_t a = 0; a < rows; ++a) idx[a] = Apply(s.prefix_inv[a], idx[a], prefix_[a]);
+    for (int64_t a = 0; a < rows; ++a) idx[a] = s.prefix_inv[a].Apply(idx[a], prefix_[a]);
     if (!s.run_inv.identity()) MapRuns(s.run_inv, row_n_, &runs, &tmp);
   }
   int64_t out_row = 0;

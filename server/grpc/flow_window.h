@@ -1,11 +1,11 @@
 // FlowWindow: the output side of a flowing ExecuteStream call
-// (stream_reactor.cc): the messages waiting to be written, in order, with
+// (flow_stream.h): the messages waiting to be written, in order, with
 // one write in flight at a time (the queue's head), and the window that
 // pauses reading while the output queued and the input held would pass
-// --stream_window_bytes. The reactor's flowing state machine decides when
+// --stream_window_bytes. FlowStream, the flowing state machine, decides when
 // to read, write and end; this holds what it queues.
 //
-// Thread-compatible: the reactor calls it with its own mutex held (a flowing
+// Thread-compatible: FlowStream calls it with its own mutex held (a flowing
 // call's read and write callbacks run at once).
 #ifndef TENSOROPS_SERVER_GRPC_FLOW_WINDOW_H_
 #define TENSOROPS_SERVER_GRPC_FLOW_WINDOW_H_

@@ -14,18 +14,11 @@
 // cancels or disconnects) ends the call at once through End(), which frees
 // the tensors; the Call gives the bytes back to admission control.
 //
-// A flowing call (StreamHeader.flow) overlaps the phases instead: the
-// output header goes out right after admission (of the window, not the
-// tensors), then each chunk read is moved at once into output chunks
-// (StreamedExecution::AddChunk, on the gRPC thread: a chunk's work is a copy)
-// that queue for writing while the next chunk is read, then the trailer.
-// Reads and writes are then in flight together, so their callbacks may run
-// at once: mu_ guards what both touch. One write is in flight at a time (the
-// queue's head); reading pauses while the output queued and the input held
-// would pass --stream_window_bytes, and resumes as writes complete, so gRPC's
-// flow control towards a slow reader holds the server at its window. A
-// layout that is buffered (StreamedExecution::buffered) is admitted again at
-// its full size and runs as a non-flowing call whose chunks carry CRCs.
+// A flowing call (StreamHeader.flow) overlaps the phases instead: its own
+// state machine, FlowStream (flow_stream.h), which this reactor hands its
+// read and write callbacks once the header is admitted. A layout that is
+// buffered (StreamedExecution::buffered) stays with FlowStream, admitted
+// again at its full size, and runs as a non-flowing call whose chunks carry CRCs.
 //
 // The method is registered raw (grpc::ByteBuffer both ways): chunk messages
 // are read and written in place (wire/stream_chunk.h), so an input byte is
@@ -37,15 +30,13 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "server/grpc/flow_window.h"
+#include "server/grpc/flow_stream.h"
 #include "server/grpc/grpc_call_context.h"
 #include "server/v1/stream_execution.h"
-#include "wire/crc32.h"
 #include "wire/status.h"
 #include "wire/stream_chunk.h"
 
@@ -54,7 +45,7 @@ namespace {
 
 using StreamReactor = grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>;
 
-class ExecuteStreamReactor final : public StreamReactor {
+class ExecuteStreamReactor final : public StreamReactor, private FlowStream::Rpc {
  public:
   ExecuteStreamReactor(CallPipeline* pipeline, const CallMethod* method,
                        grpc::CallbackServerContext* ctx)
@@ -74,34 +65,30 @@ class ExecuteStreamReactor final : public StreamReactor {
   }
 
   void OnReadDone(bool ok) override {
-    if (flow_) {
-      OnFlowRead(ok);
+    if (flow_ != nullptr) {
+      flow_->OnReadDone(ok);
       return;
     }
     if (!ok) {
       EndOfUpload();
       return;
     }
-    absl::Status status = exec_ == nullptr ? OnHeader() : OnChunk();
+    absl::Status status = exec_ == nullptr ? OnHeader() : OnChunk(exec_.get());
     if (!status.ok()) {
       End(status);
       return;
     }
-    request_.Clear();
-    if (flow_) {
-      grpc::ByteBuffer* write = nullptr;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        write = TakeWrite();  // the output header
-      }
-      if (write != nullptr) StartTracedWrite(write);
+    if (flow_ != nullptr) {
+      flow_->Begin();
+      return;
     }
+    request_.Clear();
     StartRead(&request_);
   }
 
   void OnWriteDone(bool ok) override {
-    if (flow_) {
-      OnFlowWriteDone(ok);
+    if (flow_ != nullptr) {
+      flow_->OnWriteDone(ok);
       return;
     }
     if (!ok) {
@@ -166,17 +153,25 @@ class ExecuteStreamReactor final : public StreamReactor {
         !s.ok()) {
       return s;
     }
-    exec_ = *std::move(exec);
-    if (exec_->flow()) return StartFlow();
+    if (!(*exec)->flow()) {
+      exec_ = *std::move(exec);
+      return absl::OkStatus();
+    }
+    absl::StatusOr<std::unique_ptr<FlowStream>> flow =
+        FlowStream::Make(this, &call_, ctx_, pipeline_->limits(), *std::move(exec));
+    if (!flow.ok()) return flow.status();
+    flow_ = *std::move(flow);
     return absl::OkStatus();
   }
 
-  absl::Status OnChunk(std::vector<StreamedExecution::OutputChunk>* out = nullptr) {
+  // The chunk just read into `exec`; flowing, its output chunks to `out`.
+  absl::Status OnChunk(StreamedExecution* exec,
+                       std::vector<StreamedExecution::OutputChunk>* out = nullptr) {
     if (request_.Dump(&slices_).ok() && ReadChunkInPlace(slices_, &chunk_)) {
       const absl::Status s =
           out != nullptr
-              ? exec_->AddChunk(chunk_.tensor, chunk_.offset, chunk_.pieces, chunk_.crc32, out)
-              : exec_->AddChunk(chunk_.tensor, chunk_.offset, chunk_.pieces);
+              ? exec->AddChunk(chunk_.tensor, chunk_.offset, chunk_.pieces, chunk_.crc32, out)
+              : exec->AddChunk(chunk_.tensor, chunk_.offset, chunk_.pieces);
       ReleaseSlices();
       return s;
     }
@@ -191,10 +186,10 @@ class ExecuteStreamReactor final : public StreamReactor {
     }
     if (out != nullptr) {
       const absl::string_view data = message.chunk().data();
-      return exec_->AddChunk(message.chunk().tensor(), message.chunk().offset(),
-                             absl::MakeConstSpan(&data, 1), message.chunk().crc32(), out);
+      return exec->AddChunk(message.chunk().tensor(), message.chunk().offset(),
+                            absl::MakeConstSpan(&data, 1), message.chunk().crc32(), out);
     }
-    return exec_->AddChunk(message.chunk());
+    return exec->AddChunk(message.chunk());
   }
 
   // The read side ended: the client closed it (upload complete, or short),
@@ -243,221 +238,24 @@ class ExecuteStreamReactor final : public StreamReactor {
         });
   }
 
-  // ---- A flowing call (see the file comment) ----
+  // ---- FlowStream::Rpc: a flowing call's reads and writes ----
 
-  static absl::Status Serialize(const v1::ExecuteStreamResponse& message,
-                                grpc::ByteBuffer* buffer) {
-    bool own_buffer = false;
-    if (!grpc::SerializationTraits<v1::ExecuteStreamResponse>::Serialize(message, buffer,
-                                                                         &own_buffer)
-             .ok()) {
-      return absl::InternalError("could not serialise an ExecuteStream response");
-    }
-    return absl::OkStatus();
+  void ReadNext() override {
+    request_.Clear();
+    StartRead(&request_);
   }
-
-  // After admission: the output header is the first message to write (its
-  // type and shape come from inference); OnReadDone starts it.
-  absl::Status StartFlow() {
-    v1::ExecuteStreamResponse header;
-    exec_->FillOutputHeader(header.mutable_header());
-    grpc::ByteBuffer buffer;
-    if (absl::Status s = Serialize(header, &buffer); !s.ok()) return s;
-    flow_ = true;
-    std::lock_guard<std::mutex> lock(mu_);
-    Enqueue(std::move(buffer), 0);
-    return absl::OkStatus();
-  }
-
-  void Enqueue(grpc::ByteBuffer buffer, int64_t bytes) {  // mu_ held
-    window_.Push(std::move(buffer), bytes);
-    sent_bytes_ += bytes;
-  }
-
-  void EnqueueChunks(std::vector<StreamedExecution::OutputChunk>* chunks) {  // mu_ held
-    for (StreamedExecution::OutputChunk& c : *chunks) {
-      Enqueue(EncodeChunkInPlace(0, c.offset, c.data, std::move(c.owner), c.crc32),
-              static_cast<int64_t>(c.data.size()));
-    }
-  }
-
-  absl::Status EnqueueTrailer() {  // mu_ held
-    v1::ExecuteStreamResponse trailer;
-    trailer.mutable_trailer()->add_crc32(exec_->flow_output_crc());
-    grpc::ByteBuffer buffer;
-    if (absl::Status s = Serialize(trailer, &buffer); !s.ok()) return s;
-    Enqueue(std::move(buffer), 0);
-    trailer_queued_ = true;
-    return absl::OkStatus();
+  void WriteNext(grpc::ByteBuffer* message) override { StartTracedWrite(message); }
+  absl::Status AddChunk(StreamedExecution* exec,
+                        std::vector<StreamedExecution::OutputChunk>* out) override {
+    return OnChunk(exec, out);
   }
 
   // Writes the call's next message (either path); the first one carries the
   // initial metadata, so the call's traceparent is added before it. One
-  // write is in flight at a time (TakeWrite), so the first is never raced.
+  // write is in flight at a time, so the first is never raced.
   void StartTracedWrite(grpc::ByteBuffer* write) {
     if (!answered_.exchange(true)) AddTraceparent(call_, ctx_, /*answered=*/true);
     StartWrite(write);
-  }
-
-  // The head of the queue to write now, unless one is in flight.
-  grpc::ByteBuffer* TakeWrite() { return window_.TakeWrite(); }  // mu_ held
-
-  // Reading waits while the window is full (FlowWindow::Full).
-  bool WindowFull() const {  // mu_ held
-    return window_.Full(exec_->held_bytes(), pipeline_->limits());
-  }
-
-  // A buffered call's next output chunk, with its CRC, or the trailer.
-  absl::Status RefillBuffered() {  // mu_ held
-    uint64_t offset = 0;
-    absl::string_view data;
-    if (!exec_->NextChunk(&offset, &data)) {
-      sending_buffered_ = false;
-      return EnqueueTrailer();
-    }
-    const int64_t n = static_cast<int64_t>(data.size());
-    Enqueue(EncodeChunkInPlace(0, offset, data, exec_->output_owner(), Crc32(0, data.data(), n)),
-            n);
-    return absl::OkStatus();
-  }
-
-  void OnFlowRead(bool ok) {
-    std::vector<StreamedExecution::OutputChunk> produced;
-    absl::Status status;
-    grpc::ByteBuffer* write = nullptr;
-    bool read = false;
-    bool run_kernel = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (ended_) return;
-      if (!ok) {
-        status = FlowEndOfInput(&run_kernel);
-      } else {
-        status = OnChunk(&produced);
-        if (status.ok() && exec_->buffered() && !readmitted_) {
-          // Declined by the plan: the whole call's budget from now on.
-          readmitted_ = true;
-          status = call_.Admit(exec_->budget_bytes(), AdmissionController::Queue::kLater);
-        }
-        if (status.ok()) {
-          EnqueueChunks(&produced);
-          read = !WindowFull();
-          read_paused_ = !read;
-        }
-      }
-      if (status.ok()) write = TakeWrite();
-    }
-    if (!status.ok()) {
-      EndFlow(status);
-      return;
-    }
-    if (write != nullptr) StartTracedWrite(write);
-    if (read) {
-      request_.Clear();
-      StartRead(&request_);
-    }
-    if (run_kernel) RunBuffered();
-  }
-
-  // The read side ended: checks, then the trailer (or a buffered call's kernel).
-  absl::Status FlowEndOfInput(bool* run_kernel) {  // mu_ held
-    input_done_ = true;
-    if (ctx_->IsCancelled()) {
-      return absl::CancelledError(
-          absl::StrCat("the call was cancelled (client cancel, deadline or disconnect) after ",
-                       exec_->received_bytes(), " input bytes"));
-    }
-    if (absl::Status s = exec_->EndOfInput(); !s.ok()) return s;
-    if (!exec_->buffered()) return EnqueueTrailer();
-    if (absl::Status s = call_.EnterQueue(); !s.ok()) return s;
-    kernel_running_ = true;
-    *run_kernel = true;
-    return absl::OkStatus();
-  }
-
-  // A buffered call's kernel, as a non-flowing call's; then its output.
-  void RunBuffered() {
-    call_.Run(
-        exec_->output_bytes(),
-        [this](ThreadPool* pool, int64_t min_parallel_bytes) {
-          absl::Status s = exec_->Run(pool, min_parallel_bytes);
-          if (s.ok()) call_.RecordChainSteps(exec_->chain());
-          return s;
-        },
-        [this](absl::Status status) {
-          grpc::ByteBuffer* write = nullptr;
-          {
-            std::lock_guard<std::mutex> lock(mu_);
-            kernel_running_ = false;
-            if (status.ok() && !deferred_.ok()) status = deferred_;
-            if (status.ok()) {
-              sending_buffered_ = true;
-              status = RefillBuffered();
-              write = TakeWrite();
-            }
-          }
-          if (!status.ok()) {
-            EndFlow(status);
-            return;
-          }
-          if (write != nullptr) StartTracedWrite(write);
-        });
-  }
-
-  void OnFlowWriteDone(bool ok) {
-    grpc::ByteBuffer* write = nullptr;
-    bool read = false;
-    bool finish = false;
-    absl::Status status;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      window_.WriteDone();
-      if (ended_) return;
-      if (!ok) {
-        status = absl::CancelledError("the client went away while the output was being sent");
-      } else {
-        if (window_.empty() && sending_buffered_) status = RefillBuffered();
-        write = TakeWrite();
-        finish = write == nullptr && trailer_queued_;
-        if (read_paused_ && !input_done_ && !WindowFull()) {
-          read_paused_ = false;
-          read = true;
-        }
-      }
-    }
-    if (!status.ok()) {
-      EndFlow(status);
-      return;
-    }
-    if (write != nullptr) StartTracedWrite(write);
-    if (read) {
-      request_.Clear();
-      StartRead(&request_);
-    }
-    if (finish) EndFlow(absl::OkStatus());
-  }
-
-  // A flowing call's End: once, from whichever side fails first; while a
-  // buffered call's kernel runs, its completion ends the call instead (the
-  // kernel reads exec_, and OnDone could otherwise come first).
-  void EndFlow(const absl::Status& status) {
-    int64_t received = 0;
-    int64_t sent = 0;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (ended_) return;
-      if (kernel_running_) {
-        if (deferred_.ok()) deferred_ = status;
-        return;
-      }
-      ended_ = true;
-      received = exec_ != nullptr ? exec_->received_bytes() : 0;
-      sent = sent_bytes_;
-      exec_.reset();
-      // Unsent chunks go now; the head may be in flight (gRPC holds its slices).
-      window_.DropUnsent();
-    }
-    call_.Finish(status, received, sent);
   }
 
   // Every call ends here exactly once: the tensors are freed now, not when
@@ -482,22 +280,9 @@ class ExecuteStreamReactor final : public StreamReactor {
   // flowing call's writes start on kernel threads too.
   std::atomic<bool> answered_{false};
 
-  // A flowing call (set in OnHeader, before a read and a write can be in
-  // flight together).
-  bool flow_ = false;
-  // std::mutex rather than absl::Mutex so ThreadSanitizer sees it (see
-  // kernels/thread_pool.h).
-  std::mutex mu_;
-  // Messages to write, one in flight at a time, and the read window.
-  FlowWindow window_;              // guarded by mu_
-  bool read_paused_ = false;       // guarded by mu_
-  bool input_done_ = false;        // guarded by mu_
-  bool trailer_queued_ = false;    // guarded by mu_
-  bool kernel_running_ = false;    // guarded by mu_
-  bool sending_buffered_ = false;  // guarded by mu_: a buffered call's output
-  bool readmitted_ = false;        // guarded by mu_
-  bool ended_ = false;             // guarded by mu_
-  absl::Status deferred_;          // guarded by mu_: an end while the kernel ran
+  // A flowing call's state machine (set in OnHeader, before a read and a
+  // write can be in flight together); null otherwise.
+  std::unique_ptr<FlowStream> flow_;
 };
 
 }  // namespace

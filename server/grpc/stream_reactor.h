@@ -6,7 +6,8 @@
 //
 // Thread-safety: one reactor per call. A non-flowing call's callbacks come
 // one after another; a flowing call (StreamHeader.flow) has a read and a write
-// in flight at once, whose callbacks a mutex inside the reactor serialises.
+// in flight at once, and the reactor hands their callbacks to its FlowStream
+// (flow_stream.h), whose mutex serialises them.
 #ifndef TENSOROPS_SERVER_GRPC_STREAM_REACTOR_H_
 #define TENSOROPS_SERVER_GRPC_STREAM_REACTOR_H_
 
