@@ -62,26 +62,40 @@ struct ScalarOf<16> {
 // lane shuffles, SSE2 word shuffles, or 8-byte words in general registers.
 // Each step loads from the end of the row, reverses the lanes, stores them at
 // the front.
-__attribute__((target("avx2"))) inline __m256i ReverseLanes(__m256i v, int width) {
-  switch (width) {
-    case 1: {
-      const __m256i in_lane =
-          _mm256_setr_epi8(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11,
-                           10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-      return _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, in_lane), 0x4E);
+//
+// AVX2: 32 bytes loaded with their elements reversed. For 1-, 2- and
+// 16-byte elements the loads themselves swap the two 16-byte halves (a
+// 16-byte load and a vinserti128 from memory, which run on the load ports and
+// any vector ALU) and at most an in-lane byte shuffle follows: the cross-lane
+// vpermq these used after the byte shuffle runs on port 5 alone with latency
+// 3 on Intel cores, where the byte shuffle also wants port 5 (issue 44:
+// last-axis reversals at 0.71-0.80x memcpy on an AVX-512 Xeon). Same
+// instruction count. 4- and 8-byte elements keep their one cross-lane
+// permute (vpermd / vpermq), which is the whole reversal: the swapped load
+// would add an instruction (callgrind: 8-op FLOAT32 chains +9%).
+template <int kWidth>
+__attribute__((target("avx2"))) inline __m256i LoadReversed(const char* p) {
+  if constexpr (kWidth == 4) {
+    return _mm256_permutevar8x32_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
+                                       _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0));
+  } else if constexpr (kWidth == 8) {
+    return _mm256_permute4x64_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), 0x1B);
+  } else {
+    const __m256i swapped = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), 1);
+    if constexpr (kWidth == 1) {
+      return _mm256_shuffle_epi8(
+          swapped, _mm256_setr_epi8(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 15, 14,
+                                    13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0));
+    } else if constexpr (kWidth == 2) {
+      return _mm256_shuffle_epi8(
+          swapped, _mm256_setr_epi8(14, 15, 12, 13, 10, 11, 8, 9, 6, 7, 4, 5, 2, 3, 0, 1, 14, 15,
+                                    12, 13, 10, 11, 8, 9, 6, 7, 4, 5, 2, 3, 0, 1));
+    } else {
+      static_assert(kWidth == 16);
+      return swapped;
     }
-    case 2: {
-      const __m256i in_lane =
-          _mm256_setr_epi8(14, 15, 12, 13, 10, 11, 8, 9, 6, 7, 4, 5, 2, 3, 0, 1, 14, 15, 12, 13, 10,
-                           11, 8, 9, 6, 7, 4, 5, 2, 3, 0, 1);
-      return _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, in_lane), 0x4E);
-    }
-    case 4:
-      return _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0));
-    case 8:
-      return _mm256_permute4x64_epi64(v, 0x1B);
-    default:  // 16
-      return _mm256_permute4x64_epi64(v, 0x4E);
   }
 }
 
@@ -95,17 +109,14 @@ __attribute__((target("avx2"))) inline void ReverseOneAvx2(char* dst, const char
   // Read ascending (the prefetcher streams it), write descending.
   int64_t i = 0;
   for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
-    __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i * kWidth));
-    __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + (i + kLanes) * kWidth));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (n - i - kLanes) * kWidth),
-                        ReverseLanes(a, kWidth));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (n - i - 2 * kLanes) * kWidth),
-                        ReverseLanes(b, kWidth));
+    const __m256i a = LoadReversed<kWidth>(src + i * kWidth);
+    const __m256i b = LoadReversed<kWidth>(src + (i + kLanes) * kWidth);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (n - i - kLanes) * kWidth), a);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (n - i - 2 * kLanes) * kWidth), b);
   }
   if (i + kLanes <= n) {
-    __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i * kWidth));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (n - i - kLanes) * kWidth),
-                        ReverseLanes(a, kWidth));
+                        LoadReversed<kWidth>(src + i * kWidth));
     i += kLanes;
   }
   if (i < n) {
@@ -113,8 +124,8 @@ __attribute__((target("avx2"))) inline void ReverseOneAvx2(char* dst, const char
     // reversed, is dst[0, kLanes): it covers the tail and rewrites the few
     // elements after it with the values they already have (out of place, so
     // no overlap with src).
-    __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + (n - kLanes) * kWidth));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), ReverseLanes(a, kWidth));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst),
+                        LoadReversed<kWidth>(src + (n - kLanes) * kWidth));
   }
 }
 
@@ -126,10 +137,10 @@ __attribute__((target("avx2"))) inline void ReverseOneAvx2(char* dst, const char
 struct Avx2Rev {
   template <int kWidth>
   __attribute__((target("avx2"))) static void Reverse(char* dst, const char* src) {
-    const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 32));
-    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst), ReverseLanes(hi, kWidth));
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + 32), ReverseLanes(lo, kWidth));
+    const __m256i hi = LoadReversed<kWidth>(src + 32);
+    const __m256i lo = LoadReversed<kWidth>(src);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst), hi);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + 32), lo);
   }
   template <int kWidth>
   __attribute__((target("avx2"))) static void ReverseShort(char* dst, const char* src, int64_t n) {

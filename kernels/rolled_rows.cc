@@ -14,27 +14,56 @@ namespace tensorops {
 #if defined(__x86_64__)
 namespace {
 
-template <typename Line>
-void StreamRolledRowsWith(const RolledRows& r) {
-  alignas(64) char wrap[64];
+// The one line of a row whose 64 source bytes, from byte s on, run past the
+// row's end and on from its start, assembled in `buf`.
+inline void AssembleWrap(char* buf, const char* in, int64_t row, int64_t s) {
+  SmallCopy(buf, in + s, row - s);
+  SmallCopy(buf + (row - s), in, 64 - (row - s));
+}
+
+// The row loops below, shared: every row's lines read the same offsets, so
+// the line that wraps is found once, not tested per line, and it is
+// assembled one row ahead in a double buffer. Read back at once, the small
+// stores that build it cannot be forwarded to the two 32-byte loads that
+// read it, which stalls the load until they reach L1 (on Intel cores a
+// dozen cycles or more, per row; a 256-byte row at DRAM speed has ~60). The
+// caller's struct is copied into locals: after a store through a may-alias
+// vector pointer the compiler would reload every field of it.
+//
+// row_fn(in, out, wrap_buf) writes one row; `wrap_at` is the byte offset
+// of the wrapping line in the row (-1: none) and `wrap_src` its source offset.
+template <typename RowFn>
+inline void ForEachRolledRow(const RolledRows& r, int64_t wrap_at, int64_t wrap_src, RowFn row_fn) {
+  const int64_t row = r.row, count = r.count, in_step = r.in_step, out_step = r.out_step;
+  alignas(64) char wrap[2][64];
+  if (wrap_at >= 0 && count > 0) AssembleWrap(wrap[0], r.in, row, wrap_src);
   const char* in = r.in;
   char* out = r.out;
-  for (int64_t k = 0; k < r.count; ++k, in += r.in_step, out += r.out_step) {
-    if (k + 2 < r.count) {
-      for (int64_t b = 0; b < r.row; b += 64) _mm_prefetch(in + 2 * r.in_step + b, _MM_HINT_T0);
+  for (int64_t k = 0; k < count; ++k, in += in_step, out += out_step) {
+    if (k + 2 < count) {
+      for (int64_t b = 0; b < row; b += 64) _mm_prefetch(in + 2 * in_step + b, _MM_HINT_T0);
     }
-    int64_t s = r.off;
-    for (int64_t j = 0; j < r.row; j += 64, s += 64) {
-      if (s >= r.row) s -= r.row;
-      const char* src = in + s;
-      if (s + 64 > r.row) {
-        SmallCopy(wrap, in + s, r.row - s);
-        SmallCopy(wrap + (r.row - s), in, 64 - (r.row - s));
-        src = wrap;
-      }
-      Line::Copy(out + j, src);
-    }
+    if (wrap_at >= 0 && k + 1 < count) AssembleWrap(wrap[(k + 1) & 1], in + in_step, row, wrap_src);
+    row_fn(in, out, wrap[k & 1]);
   }
+}
+
+// Output line j reads source bytes from (off + j) mod row: the lines before
+// `split` = row - off read in + off + j, the wrapping one (when off is not a
+// line multiple) straddles the end, the rest read in + off + j - row.
+template <typename Line>
+void StreamRolledRowsWith(const RolledRows& r) {
+  const int64_t row = r.row, off = r.off, split = row - off;
+  const int64_t plain = split / 64 * 64;  // lines [0, plain) read in + off + j
+  const bool wraps = split % 64 != 0;
+  const int64_t rest = wraps ? plain + 64 : plain;
+  ForEachRolledRow(r, wraps ? plain : -1, off + plain,
+                   [&](const char* in, char* out, const char* wrap) {
+                     for (int64_t j = 0; j < plain; j += 64) Line::Copy(out + j, in + off + j);
+                     if (wraps) Line::Copy(out + plain, wrap);
+                     for (int64_t j = rest; j < row; j += 64)
+                       Line::Copy(out + j, in + off + j - row);
+                   });
 }
 
 struct RolledRowsStream {
@@ -54,29 +83,27 @@ struct RolledRowsStream {
 // output line is one streaming store of a whole line; written as its two
 // reversed runs instead, the line where they meet took ordinary stores from
 // both.
+//
+// Output line j reads the 64 source bytes that end at (off - j) mod row: the
+// lines before `plain` = off rounded down to a line read in + off - 64 - j,
+// the wrapping one (when off is not a line multiple) straddles the end, the
+// rest read in + off - 64 - j + row.
 template <typename Rev, int kWidth>
 void StreamReverseRolledRowsWith(const RolledRows& r) {
-  alignas(64) char wrap[64];
-  const char* in = r.in;
-  char* out = r.out;
-  for (int64_t k = 0; k < r.count; ++k, in += r.in_step, out += r.out_step) {
-    if (k + 2 < r.count) {
-      for (int64_t b = 0; b < r.row; b += 64) _mm_prefetch(in + 2 * r.in_step + b, _MM_HINT_T0);
-    }
-    int64_t s = r.off - 64;  // off is in (0, row]
-    if (s < 0) s += r.row;
-    for (int64_t j = 0; j < r.row; j += 64) {
-      const char* src = in + s;
-      if (s + 64 > r.row) {
-        SmallCopy(wrap, in + s, r.row - s);
-        SmallCopy(wrap + (r.row - s), in, 64 - (r.row - s));
-        src = wrap;
-      }
-      Rev::template Reverse<kWidth>(out + j, src);
-      s -= 64;
-      if (s < 0) s += r.row;
-    }
-  }
+  const int64_t row = r.row, off = r.off;  // off is in (0, row]
+  const int64_t plain = off / 64 * 64;
+  const bool wraps = off % 64 != 0;
+  const int64_t rest = wraps ? plain + 64 : plain;
+  ForEachRolledRow(r, wraps ? plain : -1, off - 64 - plain + row,
+                   [&](const char* in, char* out, const char* wrap) {
+                     for (int64_t j = 0; j < plain; j += 64) {
+                       Rev::template Reverse<kWidth>(out + j, in + off - 64 - j);
+                     }
+                     if (wraps) Rev::template Reverse<kWidth>(out + plain, wrap);
+                     for (int64_t j = rest; j < row; j += 64) {
+                       Rev::template Reverse<kWidth>(out + j, in + off - 64 - j + row);
+                     }
+                   });
 }
 
 template <int kWidth>

@@ -41,12 +41,15 @@ struct ScatterRow {
 
 struct ScatterRows {
   template <typename Isa>
-  static void Run(const ScatterRow* r) {
-    for (int64_t i = 0; i < r->batches; ++i) {
-      const int64_t len = r->lengths[i];
-      char* dst = r->out_m + (r->t < len ? len - 1 - r->t : r->t) * r->t_step + i * r->inner;
-      const char* src = r->src + i * r->inner;
-      for (int64_t k = 0; k < r->inner; k += 64) LineOf<Isa>::Copy(dst + k, src + k);
+  static void Run(const ScatterRow* row) {
+    // A copy in locals: the streaming stores go through may-alias vector
+    // pointers, after which the compiler would reload every field of *row.
+    const ScatterRow r = *row;
+    for (int64_t i = 0; i < r.batches; ++i) {
+      const int64_t len = r.lengths[i];
+      char* dst = r.out_m + (r.t < len ? len - 1 - r.t : r.t) * r.t_step + i * r.inner;
+      const char* src = r.src + i * r.inner;
+      for (int64_t k = 0; k < r.inner; k += 64) LineOf<Isa>::Copy(dst + k, src + k);
     }
   }
 };
