@@ -1,6 +1,7 @@
 #include "kernels/rolled_rows.h"
 
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/kernel_isa.h"
 #include "kernels/lane_reverse.h"
@@ -15,17 +16,21 @@ namespace tensorops {
 namespace {
 
 // The one line of a row whose 64 source bytes, from byte s on, run past the
-// row's end and on from its start, assembled in `buf`.
-inline void AssembleWrap(char* buf, const char* in, int64_t row, int64_t s) {
-  SmallCopy(buf, in + s, row - s);
-  SmallCopy(buf + (row - s), in, 64 - (row - s));
+// row's end and on from its start: the row's last 64 bytes and its first 64
+// side by side in `buf` (128 bytes; rows are whole lines, so at least 64
+// bytes), the line then at buf + 64 - (row - s). Two fixed 64-byte copies:
+// copies sized by the split took a branch per size class and ~30
+// instructions per row (callgrind, 8-op UINT8 chain).
+inline void AssembleWrap(char* buf, const char* in, int64_t row) {
+  std::memcpy(buf, in + row - 64, 64);
+  std::memcpy(buf + 64, in, 64);
 }
 
 // The row loops below, shared: every row's lines read the same offsets, so
 // the line that wraps is found once, not tested per line, and it is
-// assembled one row ahead in a double buffer. Read back at once, the small
-// stores that build it cannot be forwarded to the two 32-byte loads that
-// read it, which stalls the load until they reach L1 (on Intel cores a
+// assembled one row ahead in a double buffer. Read back at once, the stores
+// that build it cannot be forwarded to the loads that read it (a load at the
+// line's offset spans two of them), which stalls the load until they reach L1 (on Intel cores a
 // dozen cycles or more, per row; a 256-byte row at DRAM speed has ~60). The
 // caller's struct is copied into locals: after a store through a may-alias
 // vector pointer the compiler would reload every field of it.
@@ -35,16 +40,17 @@ inline void AssembleWrap(char* buf, const char* in, int64_t row, int64_t s) {
 template <typename RowFn>
 inline void ForEachRolledRow(const RolledRows& r, int64_t wrap_at, int64_t wrap_src, RowFn row_fn) {
   const int64_t row = r.row, count = r.count, in_step = r.in_step, out_step = r.out_step;
-  alignas(64) char wrap[2][64];
-  if (wrap_at >= 0 && count > 0) AssembleWrap(wrap[0], r.in, row, wrap_src);
+  alignas(64) char wrap[2][128];
+  const int64_t line = wrap_at >= 0 ? 64 - (row - wrap_src) : 0;  // the line in `wrap`
+  if (wrap_at >= 0 && count > 0) AssembleWrap(wrap[0], r.in, row);
   const char* in = r.in;
   char* out = r.out;
   for (int64_t k = 0; k < count; ++k, in += in_step, out += out_step) {
     if (k + 2 < count) {
       for (int64_t b = 0; b < row; b += 64) _mm_prefetch(in + 2 * in_step + b, _MM_HINT_T0);
     }
-    if (wrap_at >= 0 && k + 1 < count) AssembleWrap(wrap[(k + 1) & 1], in + in_step, row, wrap_src);
-    row_fn(in, out, wrap[k & 1]);
+    if (wrap_at >= 0 && k + 1 < count) AssembleWrap(wrap[(k + 1) & 1], in + in_step, row);
+    row_fn(in, out, wrap[k & 1] + line);
   }
 }
 
