@@ -19,12 +19,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "kernels/kernel_isa.h"
 #include "kernels/op_registry.h"
 #include "kernels/streaming_store.h"
 #include "kernels/tensor.h"
@@ -357,6 +359,11 @@ int main(int argc, char** argv) {
     tensorops::SetStreamingStoreMinBytes(static_cast<int64_t>(std::strtod(v, nullptr)));
   }
   benchmark::Initialize(&argc, argv);
+  // The CPU, its flags and the kernels' path, in the JSON's context and on
+  // stderr: a figure is only comparable with one taken on the same path.
+  const std::string isa_report = tensorops::KernelIsaReport();
+  benchmark::AddCustomContext("kernel_isa", isa_report);
+  std::fprintf(stderr, "kernels_bench: %s\n", isa_report.c_str());
   tensorops::RegisterAll();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

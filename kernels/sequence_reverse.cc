@@ -5,8 +5,9 @@
 #include <cstring>
 #include <utility>
 
+#include "kernels/kernel_isa.h"
+#include "kernels/reverse_rows.h"
 #include "kernels/streaming_store.h"
-#include "kernels/strided_copy.h"
 
 namespace tensorops {
 namespace {
@@ -38,37 +39,20 @@ struct ScatterRow {
   int64_t batches;
 };
 
-template <typename Line>
-void ScatterRowWith(const ScatterRow& r) {
-  for (int64_t i = 0; i < r.batches; ++i) {
-    const int64_t len = r.lengths[i];
-    char* dst = r.out_m + (r.t < len ? len - 1 - r.t : r.t) * r.t_step + i * r.inner;
-    const char* src = r.src + i * r.inner;
-    for (int64_t k = 0; k < r.inner; k += 64) Line::Copy(dst + k, src + k);
+struct ScatterRows {
+  template <typename Isa>
+  static void Run(const ScatterRow* row) {
+    // A copy in locals: the streaming stores go through may-alias vector
+    // pointers, after which the compiler would reload every field of *row.
+    const ScatterRow r = *row;
+    for (int64_t i = 0; i < r.batches; ++i) {
+      const int64_t len = r.lengths[i];
+      char* dst = r.out_m + (r.t < len ? len - 1 - r.t : r.t) * r.t_step + i * r.inner;
+      const char* src = r.src + i * r.inner;
+      for (int64_t k = 0; k < r.inner; k += 64) LineOf<Isa>::Copy(dst + k, src + k);
+    }
   }
-}
-
-__attribute__((target("avx2"), flatten)) void ScatterRowAvx2(const ScatterRow& r) {
-  ScatterRowWith<Avx2Line>(r);
-}
-__attribute__((flatten)) void ScatterRowSse2(const ScatterRow& r) { ScatterRowWith<Sse2Line>(r); }
-__attribute__((flatten)) void ScatterRowScalar(const ScatterRow& r) {
-  ScatterRowWith<ScalarLine>(r);
-}
-
-void ScatterRowOn(KernelIsa isa, const ScatterRow& r) {
-  switch (isa) {
-    case KernelIsa::kAvx2:
-      ScatterRowAvx2(r);
-      return;
-    case KernelIsa::kSse2:
-      ScatterRowSse2(r);
-      return;
-    case KernelIsa::kScalar:
-      ScatterRowScalar(r);
-      return;
-  }
-}
+};
 #endif
 
 }  // namespace
@@ -150,7 +134,7 @@ void SequenceReversePlan::BatchFirstUnit(const char* in, char* out, int64_t o, i
 // hardware prefetcher follows; the writes land anywhere, which streaming
 // stores of whole lines do not mind (no read for ownership). The map from
 // input to output rows is a bijection per batch, so disjoint unit ranges write
-// disjoint bytes. (Only chosen on x86-64, where ScatterRowOn exists.)
+// disjoint bytes. (Only chosen on x86-64, where ScatterRows exists.)
 void SequenceReversePlan::ScatterUnit(const char* in, char* out, int64_t o, int64_t a,
                                       KernelIsa isa) const {
 #if defined(__x86_64__)
@@ -163,7 +147,7 @@ void SequenceReversePlan::ScatterUnit(const char* in, char* out, int64_t o, int6
                        inner_bytes_,
                        lengths_.data(),
                        b_};
-    ScatterRowOn(isa, r);
+    IsaDispatch<ScatterRows>::On<const ScatterRow*>(isa)(&r);
   }
 #else
   (void)in, (void)out, (void)o, (void)a, (void)isa;

@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/streaming_store.h"  // KernelIsa
+#include "kernels/kernel_isa.h"
 #include "kernels/tensor.h"
 
 namespace tensorops {

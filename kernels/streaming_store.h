@@ -12,16 +12,16 @@
 // Non-temporal stores are weakly ordered: a thread that wrote with them calls
 // StreamFence() before another thread may read the result.
 //
-// Thread-safety: the setters are for tests and benchmarks and are atomic;
-// kernels read the settings when a plan is made (threshold) or per call
-// (instruction set), so set them before preparing the ops that should see them.
+// Thread-safety: the setter is for tests and benchmarks and is atomic;
+// kernels read the threshold when a plan is made, so set it before preparing
+// the ops that should see it. The instruction set: kernels/kernel_isa.h.
 #ifndef TENSOROPS_KERNELS_STREAMING_STORE_H_
 #define TENSOROPS_KERNELS_STREAMING_STORE_H_
 
 #include <cstdint>
 #include <cstring>
-#include <optional>
-#include <string_view>
+
+#include "kernels/kernel_isa.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -45,35 +45,9 @@ int64_t StreamingStoreMinBytes();
 // with 0); a negative value restores the default.
 void SetStreamingStoreMinBytes(int64_t bytes);
 
-// The instruction set the kernels' own loops use. Every level writes the
-// same bytes; they differ only in the instructions that move them:
-//   kAvx2:   32-byte loads, lane shuffles and streaming stores.
-//   kSse2:   16-byte ones (baseline x86-64: every x86-64 CPU has it).
-//   kScalar: general-purpose registers only; on x86-64 the streaming stores
-//            are 8-byte `movnti`, elsewhere plain stores.
-// The kernels copy rows with these loops, not with glibc's memcpy: which
-// memcpy variant glibc picks (and whether its short-size path streams)
-// depends on the CPU, and a kernel that calls it once per 256-byte row ran at
-// 0.48x memcpy on an AVX-512 Xeon and at memcpy speed here (issue 38).
-enum class KernelIsa { kScalar, kSse2, kAvx2 };
-
-// The best level this CPU has, capped by TENSOROPS_KERNEL_ISA (avx2, sse2 or
-// scalar; read once, at the first call) or by SetKernelIsa. A level the CPU
-// lacks falls back to the best one it has.
-KernelIsa ActiveKernelIsa();
-// Overrides the level for tests and benchmarks (capped at what the CPU has);
-// nullopt restores the one chosen at start-up.
-void SetKernelIsa(std::optional<KernelIsa> isa);
-// The best level this CPU supports.
-KernelIsa CpuKernelIsa();
-// "avx2", "sse2", "scalar".
-const char* KernelIsaName(KernelIsa isa);
-// Parses a name as KernelIsaName prints it; nullopt for anything else.
-std::optional<KernelIsa> ParseKernelIsa(std::string_view name);
-
 // Copies n bytes from src to dst (no overlap). With stream = true (x86-64),
 // the whole 64-byte lines of dst go out with non-temporal stores of the
-// active KernelIsa and the partial lines at the ends with ordinary stores, at
+// active KernelIsa (kernel_isa.h) and the partial lines at the ends with ordinary stores, at
 // every size, by our own loop; without, glibc's memcpy.
 void CopyBytes(void* dst, const void* src, int64_t n, bool stream);
 
@@ -116,6 +90,23 @@ struct Avx2Line {
                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 32)));
   }
 };
+
+template <typename Isa>
+struct LineOfIsa;
+template <>
+struct LineOfIsa<ScalarIsa> {
+  using type = ScalarLine;
+};
+template <>
+struct LineOfIsa<Sse2Isa> {
+  using type = Sse2Line;
+};
+template <>
+struct LineOfIsa<Avx2Isa> {
+  using type = Avx2Line;
+};
+template <typename Isa>
+using LineOf = typename LineOfIsa<Isa>::type;
 
 // Copies n <= 64 bytes with ordinary stores: two overlapping fixed-size
 // copies, which GCC turns into a few moves. A loop here would be recognised

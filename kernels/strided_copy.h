@@ -4,7 +4,8 @@
 // whether it is copied, reversed or rolled; AxisTransformPlan simplifies the
 // shape (drops size-1 dims, merges neighbours treated alike, folds untouched
 // trailing dims into one contiguous block) and then moves whole blocks:
-// memcpy for forward runs, a width-dispatched loop for reversed runs.
+// memcpy for forward runs, a width-dispatched loop for reversed runs
+// (reverse_rows.h), short rolled rows as whole lines (rolled_rows.h).
 // Outputs past the last-level cache are written with streaming stores.
 //
 // Thread-safety: a plan is immutable after Make(); Run/RunRange may be called
@@ -16,22 +17,10 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/types/span.h"
+#include "kernels/reverse_rows.h"  // ReverseBlocks, ReverseRows: the ops use them too
 #include "kernels/tensor.h"
 
 namespace tensorops {
-
-// Writes n blocks of `block` bytes to dst in the reverse order of src:
-// dst block i = src block (n-1-i). Element widths 1, 2, 4, 8, 16 reverse
-// lanes on the active KernelIsa (streaming_store.h): with `stream`, whole
-// output lines with streaming stores on AVX2, SSE2 or scalar loops alike;
-// without, AVX2 lanes or a typed scalar loop. Other block sizes: a copy per
-// block (with `stream`, our own streamed copy inline, never glibc's). The
-// caller fences after `stream`.
-void ReverseBlocks(void* dst, const void* src, int64_t n, int64_t block, bool stream = false);
-// ReverseBlocks on `rows` rows at once: row r reads src + r*src_step and
-// writes dst + r*dst_step (steps in bytes, may be negative).
-void ReverseRows(void* dst, const void* src, int64_t n, int64_t block, int64_t rows,
-                 int64_t dst_step, int64_t src_step, bool stream = false);
 
 // What happens along one dimension of a same-shape op: output index j reads
 // input index
