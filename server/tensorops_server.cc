@@ -28,6 +28,7 @@
 #include "kernels/buffer_cache.h"
 #include "server/core/logging.h"
 #include "server/fd_budget.h"
+#include "server/heap_trimmer.h"
 #include "server/memory_limit.h"
 #include "server/server.h"
 
@@ -148,7 +149,12 @@ ABSL_FLAG(int64_t, inline_max_bytes, tensorops::ServerOptions().call.inline_max_
 ABSL_FLAG(bool, malloc_tuning, true,
           "Keep freed tensor buffers (up to 32 MiB each) in the heap for reuse instead of "
           "returning them to the OS, avoiding a page fault per 4 KiB on every large request. "
-          "Memory is not returned to the OS after a burst.");
+          "Memory is not returned to the OS after a burst (see --malloc_trim_interval).");
+ABSL_FLAG(absl::Duration, malloc_trim_interval, absl::Seconds(10),
+          "Every this often, the heap's free pages are returned to the OS (glibc's "
+          "malloc_trim), so resident memory follows what the server holds instead of the "
+          "highest it ever held (docs/reliability.md); a page freed and reused within one "
+          "interval is not faulted in again. 0 never trims.");
 ABSL_FLAG(int64_t, buffer_cache_bytes, -1,
           "Freed tensor buffers of 8 MiB and more (ExecuteStream's inputs and outputs) kept, "
           "up to this many bytes, for the next call of about the same size to reuse instead "
@@ -494,6 +500,7 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const tensorops::HeapTrimmer trimmer(absl::GetFlag(FLAGS_malloc_trim_interval));
 
   tensorops::ServerOptions options;
   if (int exit_code = OptionsFromFlags(limits.budget, &options); exit_code != 0) return exit_code;
