@@ -408,7 +408,8 @@ TEST(MemoryLimitE2ETest, BurstPastTheLimitIsRefusedNotKilled) {
 // reclaimer cuts 7 of the 8 with RST_STREAM ENHANCE_YOUR_CALM about 400 MB
 // in, while the cgroup peaks at 255 MiB; with --grpc_memory_bytes=0 all 8
 // finish right (peak 215 MiB). Run it with --gtest_also_run_disabled_tests
-// (MEMLIMIT_TEST_SERVER_FLAG adds one server flag).
+// (MEMLIMIT_TEST_SERVER_FLAG adds one server flag, MEMLIMIT_FLOW_STREAMS
+// sets the number of streams).
 TEST(MemoryLimitE2ETest, DISABLED_EightFlowingGiBStreamsInHalfAGiB) {
   constexpr int64_t kLimit = int64_t{512} << 20;
   MemoryCgroup cgroup(kLimit);
@@ -421,7 +422,9 @@ TEST(MemoryLimitE2ETest, DISABLED_EightFlowingGiBStreamsInHalfAGiB) {
   std::vector<std::string> flags = {"--metrics_port=0", "--threads=2"};
   if (const char* extra = std::getenv("MEMLIMIT_TEST_SERVER_FLAG")) flags.push_back(extra);
   ASSERT_TRUE(server.Start(files.wrapper, flags).ok());
-  constexpr int kStreams = 8;
+  // MEMLIMIT_FLOW_STREAMS: fewer (or more) streams, to see what one costs.
+  const char* streams_env = std::getenv("MEMLIMIT_FLOW_STREAMS");
+  const int kStreams = streams_env != nullptr ? std::atoi(streams_env) : 8;
   constexpr int64_t kRows = 8192, kCols = 131072, kShift = 1000;  // 1 GiB of UINT8
   ClientOptions options;
   options.target = server.address();
