@@ -63,6 +63,12 @@ ABSL_FLAG(int64_t, grpc_memory_bytes, -1,
           "for calls not yet admitted; near it gRPC shrinks flow-control windows, past it it "
           "cancels streams with RESOURCE_EXHAUSTED. -1 (default): 20% of the memory limit; "
           "0: no quota.");
+ABSL_FLAG(bool, grpc_bdp_probe, true,
+          "gRPC's BDP probe: grows each stream's HTTP/2 receive window with the measured "
+          "bandwidth-delay product. false keeps it at gRPC's initial size, so gRPC holds little "
+          "per stream "
+          "before the server reads it (many flowing streams under a small memory limit: "
+          "docs/reliability.md) at the cost of throughput over links with a long round trip.");
 ABSL_FLAG(int64_t, max_message_bytes, tensorops::ServerOptions().grpc.max_message_bytes,
           "Largest gRPC message received or sent (default fits a 256 MiB tensor in raw_data); "
           "larger requests get RESOURCE_EXHAUSTED from gRPC.");
@@ -362,6 +368,7 @@ void CallFlags(const tensorops::MemoryBudget& budget, tensorops::ServerOptions* 
       Derived(absl::GetFlag(FLAGS_max_inflight_bytes), budget.max_inflight_bytes);
   options->grpc.memory_bytes =
       Derived(absl::GetFlag(FLAGS_grpc_memory_bytes), budget.grpc_memory_bytes);
+  options->grpc.bdp_probe = absl::GetFlag(FLAGS_grpc_bdp_probe);
   options->call.test_kernel_gate = absl::GetFlag(FLAGS_test_only_kernel_gate);
   options->grpc.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options->drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
