@@ -396,6 +396,89 @@ TEST(MemoryLimitE2ETest, BurstPastTheLimitIsRefusedNotKilled) {
   EXPECT_EQ(server.Stop(), 0);
 }
 
+// 1 GiB UINT8 tensors [kRows, kCols], one per stream, made of rows of one
+// table of random bytes (row r of stream i starts at r * kRowStep +
+// i * kStreamStep): rows overlap, so a piece put at the wrong row or column,
+// or a wrong shift, does not match. Sources copy and sinks compare with
+// memcpy/memcmp, so the client keeps up with eight streams on 2 cores.
+class RolledRows {
+ public:
+  static constexpr int64_t kRows = 8192, kCols = 131072, kShift = 1000;
+  explicit RolledRows(int streams) : table_(static_cast<size_t>(RowStart(kRows, streams) + kCols)) {
+    std::mt19937_64 rng(::tensorops::testing::TestSeed(37));
+    for (char& c : table_) c = static_cast<char>(rng());
+  }
+  // Stream i's input bytes [offset, offset + n) into out.
+  void Read(int i, int64_t offset, int64_t n, char* out) const {
+    ByRow(offset, n, [&](int64_t r, int64_t c, int64_t len, int64_t at) {
+      std::memcpy(out + at, &table_[RowStart(r, i) + c], len);
+      return true;
+    });
+  }
+  // Whether `data` is stream i's output at `offset` (Roll by kShift along
+  // axis 1: output column c is input column (c - kShift) mod kCols).
+  bool Matches(int i, int64_t offset, absl::string_view data) const {
+    return ByRow(offset, static_cast<int64_t>(data.size()),
+                 [&](int64_t r, int64_t c, int64_t len, int64_t at) {
+                   for (int64_t k = 0; k < len;) {
+                     const int64_t col = c + k, from = (col - kShift + kCols) % kCols;
+                     const int64_t run =
+                         std::min(len - k, col < kShift ? kShift - col : kCols - col);
+                     const char* want = &table_[RowStart(r, i) + from];
+                     if (std::memcmp(data.data() + at + k, want, run) != 0) return false;
+                     k += run;
+                   }
+                   return true;
+                 });
+  }
+
+ private:
+  static constexpr int64_t kRowStep = 7919, kStreamStep = 1013;
+  static int64_t RowStart(int64_t r, int i) { return r * kRowStep + i * kStreamStep; }
+  // Calls f(row, column, length, position in the piece) for each row's part
+  // of the bytes [offset, offset + n); false as soon as f is.
+  template <typename F>
+  static bool ByRow(int64_t offset, int64_t n, const F& f) {
+    for (int64_t done = 0; done < n;) {
+      const int64_t r = (offset + done) / kCols, c = (offset + done) % kCols;
+      const int64_t len = std::min(n - done, kCols - c);
+      if (!f(r, c, len, done)) return false;
+      done += len;
+    }
+    return true;
+  }
+  std::vector<char> table_;
+};
+
+// Stream i's flowing Roll through the SDK: "" when it finished OK with every
+// output byte right and each received once, else what went wrong.
+std::string FlowingRoll(const ClientOptions& options, const RolledRows& rows, int i) {
+  auto client = Client::Create(options);
+  if (!client.ok()) return client.status().ToString();
+  using R = RolledRows;
+  std::unique_ptr<StreamSource> source = CallbackSource(DataType::kUInt8, {R::kRows, R::kCols},
+                                                        [&](int64_t offset, int64_t n, char* out) {
+                                                          rows.Read(i, offset, n, out);
+                                                          return absl::OkStatus();
+                                                        });
+  int64_t received = 0, bad = -1;
+  std::unique_ptr<StreamSink> sink = CallbackSink(
+      [&](int64_t offset, absl::string_view data) {
+        received += static_cast<int64_t>(data.size());
+        if (bad < 0 && !rows.Matches(i, offset, data)) bad = offset;
+        return absl::OkStatus();
+      },
+      [] {});
+  CallOptions call;
+  call.flow = true;
+  const absl::Status s = (*client)->ExecuteStreamed(
+      "Roll", {}, source.get(),
+      {Tensor(std::vector<int64_t>{R::kShift}), Tensor(std::vector<int64_t>{1})}, {}, sink.get(),
+      call);
+  if (s.ok() && bad < 0 && received == R::kRows * R::kCols) return "";
+  return absl::StrCat(s.ToString(), ", ", received, " bytes received, first wrong byte at ", bad);
+}
+
 // Issue 37/45: eight flowing ExecuteStream calls of 1 GiB each (Roll of a
 // UINT8 [8192, 131072] along its rows) at once against a server in a
 // 512 MiB cgroup. A flowing stream holds only its window
@@ -405,9 +488,10 @@ TEST(MemoryLimitE2ETest, BurstPastTheLimitIsRefusedNotKilled) {
 //
 // The server runs with --grpc_bdp_probe=false: with gRPC's BDP probe on (the
 // default) each stream's HTTP/2 window grows and the transport holds
-// 16-32 MiB for a stream at moments, so gRPC's derived quota (20%, 102 MiB)
-// cuts 7 of the 8 with RST_STREAM ENHANCE_YOUR_CALM while the cgroup peaks
-// at 255 MiB (docs/reliability.md). MEMLIMIT_TEST_SERVER_FLAG adds one
+// 16-32 MiB for a stream at moments; on a loaded machine (the server reading
+// slowly) gRPC's derived quota (20%, 102 MiB) then cut 7 of the 8 with
+// RST_STREAM ENHANCE_YOUR_CALM while the cgroup peaked at 255 MiB
+// (docs/reliability.md). MEMLIMIT_TEST_SERVER_FLAG adds one
 // server flag (=--grpc_bdp_probe=true shows that), MEMLIMIT_FLOW_STREAMS
 // sets the number of streams.
 TEST(MemoryLimitE2ETest, EightFlowingGiBStreamsInHalfAGiB) {
@@ -425,30 +509,10 @@ TEST(MemoryLimitE2ETest, EightFlowingGiBStreamsInHalfAGiB) {
   // MEMLIMIT_FLOW_STREAMS: fewer (or more) streams, to see what one costs.
   const char* streams_env = std::getenv("MEMLIMIT_FLOW_STREAMS");
   const int kStreams = streams_env != nullptr ? std::atoi(streams_env) : 8;
-  constexpr int64_t kRows = 8192, kCols = 131072, kShift = 1000;  // 1 GiB of UINT8
   ClientOptions options;
   options.target = server.address();
   options.default_deadline = std::chrono::seconds(1800);
-  // Input row r of stream i is kTable[RowStart(r, i), + kCols): rows of
-  // random bytes that overlap, so a piece put at the wrong row or column
-  // (or a wrong shift) does not match; sources copy and sinks compare with
-  // memcpy/memcmp, so the client keeps up with eight streams on 2 cores.
-  constexpr int64_t kRowStep = 7919, kStreamStep = 1013;
-  const auto row_start = [](int64_t r, int i) { return r * kRowStep + i * kStreamStep; };
-  std::vector<char> table(static_cast<size_t>(row_start(kRows, kStreams) + kCols));
-  std::mt19937_64 rng(::tensorops::testing::TestSeed(37));
-  for (char& c : table) c = static_cast<char>(rng());
-  // Calls f(row, column, length, position in the piece) for each row's part
-  // of the bytes [offset, offset + n).
-  const auto by_row = [](int64_t offset, int64_t n, const auto& f) {
-    for (int64_t done = 0; done < n;) {
-      const int64_t r = (offset + done) / kCols, c = (offset + done) % kCols;
-      const int64_t len = std::min(n - done, kCols - c);
-      if (!f(r, c, len, done)) return false;
-      done += len;
-    }
-    return true;
-  };
+  const RolledRows rows(kStreams);
   std::atomic<int> ok{0}, wrong{0};
   std::mutex mu;
   std::vector<std::string> problems;
@@ -456,52 +520,13 @@ TEST(MemoryLimitE2ETest, EightFlowingGiBStreamsInHalfAGiB) {
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < kStreams; ++i) {
     callers.emplace_back([&, i] {
-      auto client = Client::Create(options);
-      if (!client.ok()) return;
-      std::unique_ptr<StreamSource> source = CallbackSource(
-          DataType::kUInt8, {kRows, kCols}, [&, i](int64_t offset, int64_t n, char* out) {
-            by_row(offset, n, [&](int64_t r, int64_t c, int64_t len, int64_t at) {
-              std::memcpy(out + at, &table[row_start(r, i) + c], len);
-              return true;
-            });
-            return absl::OkStatus();
-          });
-      // Roll by kShift along axis 1: output column c is input column
-      // (c - kShift) mod kCols of the same row.
-      int64_t received = 0, bad = -1;
-      const auto matches = [&, i](int64_t r, int64_t c, int64_t len, const char* got) {
-        for (int64_t k = 0; k < len;) {
-          const int64_t col = c + k, from = (col - kShift + kCols) % kCols;
-          const int64_t run = std::min(len - k, col < kShift ? kShift - col : kCols - col);
-          if (std::memcmp(got + k, &table[row_start(r, i) + from], run) != 0) return false;
-          k += run;
-        }
-        return true;
-      };
-      std::unique_ptr<StreamSink> sink = CallbackSink(
-          [&](int64_t offset, absl::string_view data) {
-            received += static_cast<int64_t>(data.size());
-            const bool right = by_row(offset, static_cast<int64_t>(data.size()),
-                                      [&](int64_t r, int64_t c, int64_t len, int64_t at) {
-                                        return matches(r, c, len, data.data() + at);
-                                      });
-            if (!right && bad < 0) bad = offset;
-            return absl::OkStatus();
-          },
-          [] {});
-      CallOptions call;
-      call.flow = true;
-      const absl::Status s = (*client)->ExecuteStreamed(
-          "Roll", {}, source.get(),
-          {Tensor(std::vector<int64_t>{kShift}), Tensor(std::vector<int64_t>{1})}, {}, sink.get(),
-          call);
+      const std::string problem = FlowingRoll(options, rows, i);
       std::lock_guard<std::mutex> lock(mu);
-      if (s.ok() && bad < 0 && received == kRows * kCols) {
+      if (problem.empty()) {
         ++ok;
       } else {
         ++wrong;
-        problems.push_back(absl::StrCat("stream ", i, ": ", s.ToString(), ", ", received,
-                                        " bytes received, first wrong byte at ", bad));
+        problems.push_back(absl::StrCat("stream ", i, ": ", problem));
       }
     });
   }
