@@ -6,6 +6,7 @@ answer checked, the replicas' resident memory sampled (issue 36).
   /usr/bin/python3 bench/stack_soak.py --grpc 127.0.0.1:8080 --rest 127.0.0.1:8000 \
       --seconds 600 [--pid tensorops-1=PID ...] [--csv rss.csv] [--proto-dir proto] \
       [--threads KIND=N,...] [--retries off|on] [--bdp-probe on|off] [--one-channel]
+      [--rss-interval 60] [--rss-rise-max 10]
 
 Traffic, each kind on its own threads (each with a channel, so a connection,
 of its own unless --one-channel), one call at a time per thread, from a stock client (Python grpcio,
@@ -28,9 +29,11 @@ of a channel ending UNAVAILABLE "GOAWAY received" after gRPC core reset a
 stream it never opened (docs/reliability.md says what became of both).
 Anything else is unexpected, and a wrong answer is wrong: either fails the
 run (exit 1). With --pid, each replica's VmRSS (/proc/PID/status) is sampled
-every 5 s; the summary gives its floor per minute (the smallest sample of
-each minute: what stays held, not a call's bytes passing through) and the
-change of the last minute's floor against the second minute's.
+every 5 s; its level per --rss-interval (60 s) is the floor of that
+interval's samples (what stays held, not a call's bytes passing through),
+and a least-squares line through the levels after the first (warm-up) may
+rise by at most --rss-rise-max (10%) of its start over the run, or the run
+fails (exit 1) as it does for a wrong answer.
 """
 import argparse
 import http.client
@@ -296,6 +299,11 @@ def main():
     ap.add_argument("--seconds", type=int, default=600)
     ap.add_argument("--pid", action="append", default=[], help="NAME=PID of a replica")
     ap.add_argument("--csv", default="", help="write the RSS samples here")
+    ap.add_argument("--rss-interval", type=int, default=60,
+                    help="seconds per RSS level (the floor of the samples in it)")
+    ap.add_argument("--rss-rise-max", type=float, default=10.0,
+                    help="the most the line through the RSS levels after the first may rise "
+                    "over the run, in %% of its start (per --pid); past it the run fails")
     ap.add_argument("--proto-dir", default=os.path.join(ROOT, "proto"))
     ap.add_argument("--retries", choices=("on", "off"), default="off",
                     help="gRPC core's retries, transparent ones included (grpc.enable_retries)")
@@ -336,8 +344,8 @@ def main():
     stop.set()
     for t in threads:
         t.join(timeout=180)
-    report(args, tally, samples, pids)
-    return 0 if tally.unexpected == 0 and tally.wrong == 0 else 1
+    rss_ok = report(args, tally, samples, pids)
+    return 0 if tally.unexpected == 0 and tally.wrong == 0 and rss_ok else 1
 
 
 def percentiles(secs):
@@ -367,24 +375,54 @@ def report(args, tally, samples, pids):
             f.write("t," + ",".join(pids) + "\n")
             for t, v in samples:
                 f.write("%.0f,%s\n" % (t, ",".join(str(v[n]) for n in pids)))
+    rss_ok = True
     for name in pids:
-        floors, counts = {}, {}
-        for t, v in samples:
-            if v[name] > 0:
-                m = int(t // 60)
-                floors[m] = min(floors.get(m, v[name]), v[name])
-                counts[m] = counts.get(m, 0) + 1
-        # A minute with a few samples only (the run's last, partial one) has
-        # no floor worth the name: one sample may be a big call's bytes.
-        floors = {m: f for m, f in floors.items() if counts[m] >= 6}
-        line = " ".join("%d" % (floors[m] // 1024) for m in sorted(floors))
-        msg = "  %s RSS floor per minute (MiB): %s" % (name, line)
-        if len(floors) >= 3:
-            ms = sorted(floors)
-            base, last = floors[ms[1]], floors[ms[-1]]
-            msg += "; last minute vs the second: %+.1f%%" % (100.0 * (last - base) / base)
+        levels = minute_levels(samples, name, args.rss_interval)
+        line = " ".join("%d" % (v // 1024) for v in levels)
+        msg = "  %s RSS level per %d s (MiB): %s" % (name, args.rss_interval, line)
+        # The first interval is warm-up (channels, pools, the heap's first
+        # growth); the line goes through the levels after it.
+        rise = line_rise(levels[1:])
+        if rise is None:
+            msg += "; too short for a line (needs 3 levels after warm-up)"
+        else:
+            verdict = "ok" if rise <= args.rss_rise_max else "FAIL"
+            if rise > args.rss_rise_max:
+                rss_ok = False
+            msg += "; line through the levels after the first: %+.1f%% (at most %+.1f%%: %s)" % (
+                rise, args.rss_rise_max, verdict)
         print(msg)
+    return rss_ok
 
+
+def minute_levels(samples, name, interval):
+    """The floor (smallest sample) of each `interval` seconds of one replica's
+    RSS: what stays held, not a call's bytes passing through. An interval with
+    fewer than 6 samples (the run's last, partial one) is left out: one sample
+    may be a big call's bytes."""
+    floors, counts = {}, {}
+    for t, v in samples:
+        if v[name] > 0:
+            m = int(t // interval)
+            floors[m] = min(floors.get(m, v[name]), v[name])
+            counts[m] = counts.get(m, 0) + 1
+    return [floors[m] for m in sorted(floors) if counts[m] >= 6]
+
+
+def line_rise(levels):
+    """The least-squares line through `levels` (one a step): its rise from the
+    first step to the last, in % of its value at the first; None for fewer
+    than 3 levels. A leak or a creeping heap is a slope; one high level in the
+    middle (a burst the allocator kept for a while) moves the line less than
+    it moves a last-against-first comparison."""
+    n = len(levels)
+    if n < 3:
+        return None
+    mx, my = (n - 1) / 2.0, sum(levels) / float(n)
+    slope = sum((i - mx) * (v - my) for i, v in enumerate(levels)) / sum(
+        (i - mx) ** 2 for i in range(n))
+    first = my - slope * mx
+    return 100.0 * slope * (n - 1) / first
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -28,6 +28,7 @@
 #include "kernels/buffer_cache.h"
 #include "server/core/logging.h"
 #include "server/fd_budget.h"
+#include "server/heap_trimmer.h"
 #include "server/memory_limit.h"
 #include "server/server.h"
 
@@ -62,6 +63,12 @@ ABSL_FLAG(int64_t, grpc_memory_bytes, -1,
           "for calls not yet admitted; near it gRPC shrinks flow-control windows, past it it "
           "cancels streams with RESOURCE_EXHAUSTED. -1 (default): 20% of the memory limit; "
           "0: no quota.");
+ABSL_FLAG(bool, grpc_bdp_probe, true,
+          "gRPC's BDP probe: grows each stream's HTTP/2 receive window with the measured "
+          "bandwidth-delay product. false keeps it at gRPC's initial size, so gRPC holds little "
+          "per stream "
+          "before the server reads it (many flowing streams under a small memory limit: "
+          "docs/reliability.md) at the cost of throughput over links with a long round trip.");
 ABSL_FLAG(int64_t, max_message_bytes, tensorops::ServerOptions().grpc.max_message_bytes,
           "Largest gRPC message received or sent (default fits a 256 MiB tensor in raw_data); "
           "larger requests get RESOURCE_EXHAUSTED from gRPC.");
@@ -148,7 +155,12 @@ ABSL_FLAG(int64_t, inline_max_bytes, tensorops::ServerOptions().call.inline_max_
 ABSL_FLAG(bool, malloc_tuning, true,
           "Keep freed tensor buffers (up to 32 MiB each) in the heap for reuse instead of "
           "returning them to the OS, avoiding a page fault per 4 KiB on every large request. "
-          "Memory is not returned to the OS after a burst.");
+          "Memory is not returned to the OS after a burst (see --malloc_trim_interval).");
+ABSL_FLAG(absl::Duration, malloc_trim_interval, absl::Seconds(10),
+          "Every this often, the heap's free pages are returned to the OS (glibc's "
+          "malloc_trim), so resident memory follows what the server holds instead of the "
+          "highest it ever held (docs/reliability.md); a page freed and reused within one "
+          "interval is not faulted in again. 0 never trims.");
 ABSL_FLAG(int64_t, buffer_cache_bytes, -1,
           "Freed tensor buffers of 8 MiB and more (ExecuteStream's inputs and outputs) kept, "
           "up to this many bytes, for the next call of about the same size to reuse instead "
@@ -356,6 +368,7 @@ void CallFlags(const tensorops::MemoryBudget& budget, tensorops::ServerOptions* 
       Derived(absl::GetFlag(FLAGS_max_inflight_bytes), budget.max_inflight_bytes);
   options->grpc.memory_bytes =
       Derived(absl::GetFlag(FLAGS_grpc_memory_bytes), budget.grpc_memory_bytes);
+  options->grpc.bdp_probe = absl::GetFlag(FLAGS_grpc_bdp_probe);
   options->call.test_kernel_gate = absl::GetFlag(FLAGS_test_only_kernel_gate);
   options->grpc.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options->drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
@@ -494,6 +507,7 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const tensorops::HeapTrimmer trimmer(absl::GetFlag(FLAGS_malloc_trim_interval));
 
   tensorops::ServerOptions options;
   if (int exit_code = OptionsFromFlags(limits.budget, &options); exit_code != 0) return exit_code;

@@ -166,6 +166,7 @@ void ApplyChannelArguments(const GrpcServer::Options& options, grpc::ServerBuild
   // holds until then.
   // tests/e2e/deadline_rst_python_test.py checks the wire.
   builder->AddChannelArgument(GRPC_ARG_ENABLE_DEADLINE_CHECKS, 0);
+  if (!options.bdp_probe) builder->AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   if (options.memory_bytes > 0) {
     // In gRPC 1.51 the chttp2 transport takes its read buffers from this
     // quota; near it, flow-control windows shrink, idle connections get a

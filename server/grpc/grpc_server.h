@@ -64,6 +64,11 @@ class GrpcServer {
     // buffer, also for calls not yet admitted; under pressure gRPC shrinks
     // flow-control windows and refuses streams. 0 = gRPC's default (none).
     int64_t memory_bytes = 0;
+    // gRPC's BDP probe, which grows each stream's HTTP/2 receive window with
+    // the measured bandwidth-delay product; false keeps the window at gRPC's
+    // initial size, so the transport holds little per stream (eight
+    // flowing streams under a 512 MiB limit need it: docs/reliability.md).
+    bool bdp_probe = true;
     // HTTP/2 keepalive and connection lifetime; zero = gRPC's default (off
     // for the max_connection_* ones). Pings find dead peers (idle ones too);
     // an age limit makes clients reconnect now and then, so L4 balancers

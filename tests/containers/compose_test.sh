@@ -73,7 +73,7 @@ phase() {
 [ "$(id -u)" -eq 0 ] || fail "run as root (rootful Podman)"
 
 export CONTAINERS_CONF=$ROOT/deploy/podman/containers.conf
-export COMPOSE_PROJECT_NAME=tensorops-ctest
+export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-tensorops-ctest}  # another name: a second stack beside a running one
 export TENSOROPS_PUBLISH_ADDR=127.0.0.1
 # Not the compose file's default subnet, which a developer's own stack may hold.
 export TENSOROPS_SUBNET_PREFIX=${TENSOROPS_SUBNET_PREFIX:-172.29.52}
