@@ -109,7 +109,8 @@ std::string NewTraceparent() {
 
 // `what` prefixes an error: "" for the call's op, "then[i] (Op): " for a
 // chain's step.
-absl::Status EncodeInput(const Tensor& t, absl::string_view what, size_t index, v1::Tensor* proto) {
+absl::Status EncodeInput(const Tensor& t, absl::string_view what, size_t index, v1::Tensor* proto,
+                         bool raw_outside) {
   absl::Status valid = t.Validate();
   if (!valid.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(what, "inputs[", index, "]: ", valid.message()));
@@ -118,7 +119,7 @@ absl::Status EncodeInput(const Tensor& t, absl::string_view what, size_t index, 
   for (int64_t d : t.shape()) proto->add_shape(d);
   if (t.dtype() == DataType::kString) {
     for (const std::string& s : t.strings()) proto->add_string_data(s);
-  } else {
+  } else if (!raw_outside) {
     proto->set_raw_data(t.bytes().data(), t.bytes().size());
   }
   return absl::OkStatus();
@@ -202,6 +203,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& opti
     return absl::InvalidArgumentError(absl::StrCat("cannot create a channel to ", options.target));
   }
   impl->stub = v1::TensorOps::NewStub(impl->channel);
+  impl->execute_method_name = absl::StrCat("/", v1::TensorOps::service_full_name(), "/Execute");
+  impl->execute_method = std::make_unique<grpc::internal::RpcMethod>(
+      impl->execute_method_name.c_str(), grpc::internal::RpcMethod::NORMAL_RPC, impl->channel);
   impl->stream_method_name =
       absl::StrCat("/", v1::TensorOps::service_full_name(), "/ExecuteStream");
   impl->stream_method = std::make_unique<grpc::internal::RpcMethod>(
@@ -214,13 +218,17 @@ ExecuteResult Client::Impl::Call(absl::string_view op, const Attrs& attrs,
                                  absl::Span<const ChainStep> then, const CallOptions& call) const {
   if (UseStream(inputs, call)) return ExecuteStream(op, attrs, inputs, then, call);
   v1::ExecuteRequest request;
-  absl::Status st = BuildRequest(op, attrs, inputs, then, &request);
+  std::vector<const Tensor*> outside;
+  absl::Status st = BuildRequest(op, attrs, inputs, then, &request, &outside);
   if (!st.ok()) return st;
+  // The bytes the stub would send, big inputs from their own buffers; sent
+  // again as they are by a retry.
+  const grpc::ByteBuffer body = client_internal::EncodeExecuteRequest(&request, outside);
   // One deadline for every attempt.
   const std::chrono::milliseconds d = call.deadline.value_or(options.default_deadline);
   const auto deadline = d.count() > 0 ? std::chrono::system_clock::now() + d
                                       : std::chrono::system_clock::time_point::max();
-  v1::ExecuteResponse response;
+  grpc::ByteBuffer reply;
   // One trace for every attempt.
   const std::string traceparent = Traceparent(call);
   for (int attempt = 1;; ++attempt) {
@@ -228,11 +236,15 @@ ExecuteResult Client::Impl::Call(absl::string_view op, const Attrs& attrs,
     SetDeadline(call, &ctx);
     if (d.count() > 0) ctx.set_deadline(deadline);
     AddTrace(call, traceparent, &ctx);
-    response.Clear();
-    st = FromGrpcStatus(stub->Execute(&ctx, request, &response));
+    reply.Clear();
+    st = FromGrpcStatus(grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
+        channel.get(), *execute_method, &ctx, body, &reply));
     ReadTrace(call, traceparent, ctx);
-    if (st.ok() || !ResendCutAnswer(st, attempt, request.ByteSizeLong(), deadline)) break;
+    if (st.ok() || !ResendCutAnswer(st, attempt, body.Length(), deadline)) break;
   }
+  if (!st.ok()) return st;
+  v1::ExecuteResponse response;
+  st = client_internal::DecodeExecuteReply(&reply, &response);
   if (!st.ok()) return st;
   return DecodeResponse(&response);
 }
