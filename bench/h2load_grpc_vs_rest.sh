@@ -20,6 +20,9 @@
 #
 # Usage: bench/h2load_grpc_vs_rest.sh BUILD_DIR [SECONDS]
 #   SECONDS per cell (default 5, after 1 s of warm-up). About 2 minutes.
+#   SERVER_FLAGS: more tensorops-server flags (bench/grpc_transport_ab.sh
+#   passes --test_only_grpc_channel_args); SIZES: the payloads (default
+#   "65536 1048576 16777216"); CLIENTS: the client counts (default "1 8").
 # Needs h2load, curl and python3 (tools/setup.sh installs them). Starts the
 # server on 127.0.0.1 (free ports) and stops it by PID.
 set -euo pipefail
@@ -40,8 +43,9 @@ cleanup() {
 trap cleanup EXIT
 
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+# shellcheck disable=SC2086
 "$SERVER" --host=127.0.0.1 --port=0 --http_port=0 --metrics_port=-1 --log_level=warning \
-  > "$WORK/server.log" 2>&1 &
+  ${SERVER_FLAGS:-} > "$WORK/server.log" 2>&1 &
 SERVER_PID=$!
 for _ in $(seq 1 200); do
   grep -q "http on http://" "$WORK/server.log" 2> /dev/null && break
@@ -128,9 +132,9 @@ rate() {
 }
 
 printf '%-10s %3s %12s %12s %8s\n' size c grpc_req/s rest_req/s grpc/rest
-for size in 65536 1048576 16777216; do
+for size in ${SIZES:-65536 1048576 16777216}; do
   check "$size"
-  for c in 1 8; do
+  for c in ${CLIENTS:-1 8}; do
     common=(-c "$c" -m 1 -D "$SECONDS_PER_CELL" --warm-up-time=1)
     g=$(rate "${common[@]}" -d "$WORK/grpc_$size.bin" \
       -H 'content-type: application/grpc' -H 'te: trailers' "$GRPC_URL")
