@@ -8,6 +8,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/codegen/client_unary_call.h>
 #include <grpcpp/impl/rpc_method.h>
+#include <grpcpp/support/client_callback.h>
 
 #include <algorithm>
 #include <chrono>
@@ -265,8 +266,8 @@ void Client::ExecuteAsync(absl::string_view op, const Attrs& attrs,
   struct AsyncCall {
     std::shared_ptr<Impl> impl;
     std::unique_ptr<grpc::ClientContext> ctx;  // a new one per attempt
-    v1::ExecuteRequest request;
-    v1::ExecuteResponse response;
+    grpc::ByteBuffer body;   // the request's bytes (client/unary_codec.h), resent as they are
+    grpc::ByteBuffer reply;  // this attempt's
     ExecuteCallback done;
     std::string traceparent;                         // one trace for every attempt
     CallOptions call;                                // its deadline and trace settings
@@ -282,9 +283,10 @@ void Client::ExecuteAsync(absl::string_view op, const Attrs& attrs,
         c->ctx->set_deadline(c->deadline);
       }
       Impl::AddTrace(c->call, c->traceparent, c->ctx.get());
-      c->response.Clear();
-      c->impl->stub->async()->Execute(c->ctx.get(), &c->request, &c->response,
-                                      [c](grpc::Status status) { Done(c, status); });
+      c->reply.Clear();
+      grpc::internal::CallbackUnaryCall(c->impl->channel.get(), *c->impl->execute_method,
+                                        c->ctx.get(), &c->body, &c->reply,
+                                        [c](grpc::Status status) { Done(c, status); });
     }
     // A cut answer is resent as the sync call resends it (ResendWait), after
     // its backoff on a gRPC alarm: no thread sleeps.
@@ -293,7 +295,7 @@ void Client::ExecuteAsync(absl::string_view op, const Attrs& attrs,
       absl::Status st = FromGrpcStatus(status);
       if (!st.ok()) {
         const std::optional<std::chrono::milliseconds> wait =
-            c->impl->ResendWait(st, c->attempt, c->request.ByteSizeLong(), c->deadline);
+            c->impl->ResendWait(st, c->attempt, c->body.Length(), c->deadline);
         if (wait.has_value()) {
           c->backoff = std::make_unique<grpc::Alarm>();
           c->backoff->Set(std::chrono::system_clock::now() + *wait, [c](bool) { Attempt(c); });
@@ -311,9 +313,10 @@ void Client::ExecuteAsync(absl::string_view op, const Attrs& attrs,
         owned.reset();
         cb(st);
       } else {
-        ExecuteResult result = DecodeResponse(&owned->response);
+        v1::ExecuteResponse response;
+        absl::Status decoded = client_internal::DecodeExecuteReply(&owned->reply, &response);
         owned.reset();
-        cb(std::move(result));
+        cb(decoded.ok() ? DecodeResponse(&response) : ExecuteResult(decoded));
       }
       if (impl.use_count() == 1) {
         std::thread([last = std::move(impl)]() mutable { last.reset(); }).detach();
@@ -328,13 +331,16 @@ void Client::ExecuteAsync(absl::string_view op, const Attrs& attrs,
   c->call.tracestate = call.tracestate;
   c->call.trace = call.trace;
   c->deadline = impl_->CallDeadline(call);
-  absl::Status st = impl_->BuildRequest(op, attrs, inputs, {}, &c->request);
+  v1::ExecuteRequest request;
+  std::vector<const Tensor*> outside;
+  absl::Status st = impl_->BuildRequest(op, attrs, inputs, {}, &request, &outside);
   if (!st.ok()) {
     ExecuteCallback cb = std::move(c->done);
     delete c;
     cb(st);
     return;
   }
+  c->body = client_internal::EncodeExecuteRequest(&request, outside);
   AsyncCall::Attempt(c);
 }
 

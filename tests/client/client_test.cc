@@ -299,6 +299,17 @@ TEST_F(ClientTest, BigUnaryCallsAroundTheSliceThreshold) {
       EXPECT_TRUE(std::vector<uint8_t>(out->values<uint8_t>().begin(),
                                        out->values<uint8_t>().end()) == rolled)
           << n;
+      // The asynchronous call takes the same path.
+      ExecuteResult async =
+          client_
+              ->ExecuteFuture("Roll", {},
+                              {t, Tensor(std::vector<int64_t>{1}), Tensor(std::vector<int64_t>{0})})
+              .get();
+      ASSERT_TRUE(async.ok()) << n << ": " << async.status();
+      ASSERT_EQ(async->size(), 1u);
+      EXPECT_TRUE(std::vector<uint8_t>(async->front().values<uint8_t>().begin(),
+                                       async->front().values<uint8_t>().end()) == rolled)
+          << n;
     }
     // Reverse, then Roll by 1: out[0] = data[0], out[i] = data[n - i].
     auto chained = client_->Chain(Tensor(data, {n})).Reverse({0}).Roll({1}, {0}).Run(call);
