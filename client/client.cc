@@ -8,6 +8,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/codegen/client_unary_call.h>
 #include <grpcpp/impl/rpc_method.h>
+#include <grpcpp/support/client_callback.h>
 
 #include <algorithm>
 #include <chrono>
@@ -109,7 +110,8 @@ std::string NewTraceparent() {
 
 // `what` prefixes an error: "" for the call's op, "then[i] (Op): " for a
 // chain's step.
-absl::Status EncodeInput(const Tensor& t, absl::string_view what, size_t index, v1::Tensor* proto) {
+absl::Status EncodeInput(const Tensor& t, absl::string_view what, size_t index, v1::Tensor* proto,
+                         bool raw_outside) {
   absl::Status valid = t.Validate();
   if (!valid.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(what, "inputs[", index, "]: ", valid.message()));
@@ -118,7 +120,7 @@ absl::Status EncodeInput(const Tensor& t, absl::string_view what, size_t index, 
   for (int64_t d : t.shape()) proto->add_shape(d);
   if (t.dtype() == DataType::kString) {
     for (const std::string& s : t.strings()) proto->add_string_data(s);
-  } else {
+  } else if (!raw_outside) {
     proto->set_raw_data(t.bytes().data(), t.bytes().size());
   }
   return absl::OkStatus();
@@ -202,6 +204,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& opti
     return absl::InvalidArgumentError(absl::StrCat("cannot create a channel to ", options.target));
   }
   impl->stub = v1::TensorOps::NewStub(impl->channel);
+  impl->execute_method_name = absl::StrCat("/", v1::TensorOps::service_full_name(), "/Execute");
+  impl->execute_method = std::make_unique<grpc::internal::RpcMethod>(
+      impl->execute_method_name.c_str(), grpc::internal::RpcMethod::NORMAL_RPC, impl->channel);
   impl->stream_method_name =
       absl::StrCat("/", v1::TensorOps::service_full_name(), "/ExecuteStream");
   impl->stream_method = std::make_unique<grpc::internal::RpcMethod>(
@@ -214,13 +219,17 @@ ExecuteResult Client::Impl::Call(absl::string_view op, const Attrs& attrs,
                                  absl::Span<const ChainStep> then, const CallOptions& call) const {
   if (UseStream(inputs, call)) return ExecuteStream(op, attrs, inputs, then, call);
   v1::ExecuteRequest request;
-  absl::Status st = BuildRequest(op, attrs, inputs, then, &request);
+  std::vector<const Tensor*> outside;
+  absl::Status st = BuildRequest(op, attrs, inputs, then, &request, &outside);
   if (!st.ok()) return st;
+  // The bytes the stub would send, big inputs from their own buffers; sent
+  // again as they are by a retry.
+  const grpc::ByteBuffer body = client_internal::EncodeExecuteRequest(&request, outside);
   // One deadline for every attempt.
   const std::chrono::milliseconds d = call.deadline.value_or(options.default_deadline);
   const auto deadline = d.count() > 0 ? std::chrono::system_clock::now() + d
                                       : std::chrono::system_clock::time_point::max();
-  v1::ExecuteResponse response;
+  grpc::ByteBuffer reply;
   // One trace for every attempt.
   const std::string traceparent = Traceparent(call);
   for (int attempt = 1;; ++attempt) {
@@ -228,11 +237,15 @@ ExecuteResult Client::Impl::Call(absl::string_view op, const Attrs& attrs,
     SetDeadline(call, &ctx);
     if (d.count() > 0) ctx.set_deadline(deadline);
     AddTrace(call, traceparent, &ctx);
-    response.Clear();
-    st = FromGrpcStatus(stub->Execute(&ctx, request, &response));
+    reply.Clear();
+    st = FromGrpcStatus(grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
+        channel.get(), *execute_method, &ctx, body, &reply));
     ReadTrace(call, traceparent, ctx);
-    if (st.ok() || !ResendCutAnswer(st, attempt, request.ByteSizeLong(), deadline)) break;
+    if (st.ok() || !ResendCutAnswer(st, attempt, body.Length(), deadline)) break;
   }
+  if (!st.ok()) return st;
+  v1::ExecuteResponse response;
+  st = client_internal::DecodeExecuteReply(&reply, &response);
   if (!st.ok()) return st;
   return DecodeResponse(&response);
 }
@@ -253,8 +266,8 @@ void Client::ExecuteAsync(absl::string_view op, const Attrs& attrs,
   struct AsyncCall {
     std::shared_ptr<Impl> impl;
     std::unique_ptr<grpc::ClientContext> ctx;  // a new one per attempt
-    v1::ExecuteRequest request;
-    v1::ExecuteResponse response;
+    grpc::ByteBuffer body;   // the request's bytes (client/unary_codec.h), resent as they are
+    grpc::ByteBuffer reply;  // this attempt's
     ExecuteCallback done;
     std::string traceparent;                         // one trace for every attempt
     CallOptions call;                                // its deadline and trace settings
@@ -270,9 +283,10 @@ void Client::ExecuteAsync(absl::string_view op, const Attrs& attrs,
         c->ctx->set_deadline(c->deadline);
       }
       Impl::AddTrace(c->call, c->traceparent, c->ctx.get());
-      c->response.Clear();
-      c->impl->stub->async()->Execute(c->ctx.get(), &c->request, &c->response,
-                                      [c](grpc::Status status) { Done(c, status); });
+      c->reply.Clear();
+      grpc::internal::CallbackUnaryCall(c->impl->channel.get(), *c->impl->execute_method,
+                                        c->ctx.get(), &c->body, &c->reply,
+                                        [c](grpc::Status status) { Done(c, status); });
     }
     // A cut answer is resent as the sync call resends it (ResendWait), after
     // its backoff on a gRPC alarm: no thread sleeps.
@@ -281,7 +295,7 @@ void Client::ExecuteAsync(absl::string_view op, const Attrs& attrs,
       absl::Status st = FromGrpcStatus(status);
       if (!st.ok()) {
         const std::optional<std::chrono::milliseconds> wait =
-            c->impl->ResendWait(st, c->attempt, c->request.ByteSizeLong(), c->deadline);
+            c->impl->ResendWait(st, c->attempt, c->body.Length(), c->deadline);
         if (wait.has_value()) {
           c->backoff = std::make_unique<grpc::Alarm>();
           c->backoff->Set(std::chrono::system_clock::now() + *wait, [c](bool) { Attempt(c); });
@@ -299,9 +313,10 @@ void Client::ExecuteAsync(absl::string_view op, const Attrs& attrs,
         owned.reset();
         cb(st);
       } else {
-        ExecuteResult result = DecodeResponse(&owned->response);
+        v1::ExecuteResponse response;
+        absl::Status decoded = client_internal::DecodeExecuteReply(&owned->reply, &response);
         owned.reset();
-        cb(std::move(result));
+        cb(decoded.ok() ? DecodeResponse(&response) : ExecuteResult(decoded));
       }
       if (impl.use_count() == 1) {
         std::thread([last = std::move(impl)]() mutable { last.reset(); }).detach();
@@ -316,13 +331,16 @@ void Client::ExecuteAsync(absl::string_view op, const Attrs& attrs,
   c->call.tracestate = call.tracestate;
   c->call.trace = call.trace;
   c->deadline = impl_->CallDeadline(call);
-  absl::Status st = impl_->BuildRequest(op, attrs, inputs, {}, &c->request);
+  v1::ExecuteRequest request;
+  std::vector<const Tensor*> outside;
+  absl::Status st = impl_->BuildRequest(op, attrs, inputs, {}, &request, &outside);
   if (!st.ok()) {
     ExecuteCallback cb = std::move(c->done);
     delete c;
     cb(st);
     return;
   }
+  c->body = client_internal::EncodeExecuteRequest(&request, outside);
   AsyncCall::Attempt(c);
 }
 

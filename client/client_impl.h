@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "client/unary_codec.h"
 #include "tensorops/client.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
 
@@ -34,7 +35,10 @@ std::string NewTraceparent();
 
 // `what` prefixes an error: "" for the call's op, "then[i] (Op): " for a
 // chain's step.
-absl::Status EncodeInput(const Tensor& t, absl::string_view what, size_t index, v1::Tensor* proto);
+// With `raw_outside`, a non-STRING tensor's raw_data is left unset: its
+// bytes travel as a slice of their own (client/unary_codec.h).
+absl::Status EncodeInput(const Tensor& t, absl::string_view what, size_t index, v1::Tensor* proto,
+                         bool raw_outside = false);
 
 // A reply's outputs as Tensors (raw bytes moved, not copied).
 ExecuteResult DecodeResponse(v1::ExecuteResponse* response);
@@ -53,6 +57,10 @@ struct Client::Impl {
   ClientOptions options;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::TensorOps::Stub> stub;
+  // Execute called raw (grpc::ByteBuffer messages, client/unary_codec.h),
+  // so big tensors leave and arrive without protobuf's copies.
+  std::string execute_method_name;
+  std::unique_ptr<grpc::internal::RpcMethod> execute_method;
   // ExecuteStream called raw (grpc::ByteBuffer messages on the generated
   // stub's method path), so chunks leave and enter tensors without protobuf
   // copies (wire/stream_chunk.h). gRPC keeps a pointer to the name.
@@ -119,11 +127,15 @@ struct Client::Impl {
 
   absl::Status BuildRequest(absl::string_view op, const Attrs& attrs,
                             const std::vector<Tensor>& inputs, absl::Span<const ChainStep> then,
-                            v1::ExecuteRequest* request) const {
+                            v1::ExecuteRequest* request,
+                            std::vector<const Tensor*>* outside = nullptr) const {
     request->set_op(std::string(op));
     FillAttrs(attrs, request->mutable_attrs());
     for (size_t i = 0; i < inputs.size(); ++i) {
-      absl::Status st = EncodeInput(inputs[i], "", i, request->add_inputs());
+      // Big inputs' bytes outside the message (client/unary_codec.h).
+      const bool out = outside != nullptr && client_internal::SendsOutside(inputs[i]);
+      if (outside != nullptr) outside->push_back(out ? &inputs[i] : nullptr);
+      absl::Status st = EncodeInput(inputs[i], "", i, request->add_inputs(), out);
       if (!st.ok()) return st;
     }
     return BuildSteps(then, request->mutable_then());

@@ -10,6 +10,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
@@ -22,7 +23,9 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "kernels/buffer_cache.h"
@@ -33,6 +36,7 @@
 #include "server/server.h"
 
 ABSL_DECLARE_FLAG(std::string, test_only_kernel_gate);
+ABSL_DECLARE_FLAG(std::string, test_only_grpc_channel_args);
 
 ABSL_FLAG(std::string, host, tensorops::ServerOptions().grpc.host,
           "Address to listen on for gRPC (0.0.0.0 accepts connections from other hosts).");
@@ -370,6 +374,17 @@ void CallFlags(const tensorops::MemoryBudget& budget, tensorops::ServerOptions* 
       Derived(absl::GetFlag(FLAGS_grpc_memory_bytes), budget.grpc_memory_bytes);
   options->grpc.bdp_probe = absl::GetFlag(FLAGS_grpc_bdp_probe);
   options->call.test_kernel_gate = absl::GetFlag(FLAGS_test_only_kernel_gate);
+  for (absl::string_view arg :
+       absl::StrSplit(absl::GetFlag(FLAGS_test_only_grpc_channel_args), ',', absl::SkipEmpty())) {
+    const std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(arg, '=');
+    int value = 0;
+    if (kv.first.empty() || !absl::SimpleAtoi(kv.second, &value)) {
+      std::fprintf(stderr, "--test_only_grpc_channel_args: '%s' is not name=integer\n",
+                   std::string(arg).c_str());
+      std::exit(2);
+    }
+    options->grpc.extra_channel_args.emplace_back(std::string(kv.first), value);
+  }
   options->grpc.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options->drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   options->call.access_log = absl::GetFlag(FLAGS_access_log);

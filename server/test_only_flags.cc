@@ -11,3 +11,9 @@
 ABSL_FLAG(std::string, test_only_kernel_gate, "",
           "Tests only: while this file exists, every kernel task waits after leaving the "
           "queue (polling every 1 ms), so a test decides when the pool runs. Empty: off.");
+
+// bench/grpc_transport_ab.sh: an A/B of a transport setting (HTTP/2 frame
+// size, windows, write buffer) on one binary.
+ABSL_FLAG(std::string, test_only_grpc_channel_args, "",
+          "Measurement only: more integer gRPC channel arguments for every connection, "
+          "name=value[,name=value...], e.g. grpc.http2.max_frame_size=1048576. Empty: none.");

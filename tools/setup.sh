@@ -42,6 +42,8 @@ case "$PROFILE" in
       clang libclang-rt-14-dev llvm-14
       # deployment tests (tests/deploy): load balancer, scraper, compose and YAML checks
       haproxy prometheus docker-compose curl python3-yaml
+      # h2load: bench/h2load_grpc_vs_rest.sh drives both doors with one client
+      nghttp2-client
       # GNU time: CliTest.StreamedNpyToNpyRunsInConstantMemory reads the CLI's
       # peak RSS with /usr/bin/time -f %M (not in a minimal Debian root)
       time

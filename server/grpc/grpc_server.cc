@@ -180,6 +180,9 @@ void ApplyChannelArguments(const GrpcServer::Options& options, grpc::ServerBuild
       std::min<int64_t>(options.max_message_bytes, std::numeric_limits<int>::max()));
   builder->SetMaxReceiveMessageSize(max_message);
   builder->SetMaxSendMessageSize(max_message);
+  for (const auto& [name, value] : options.extra_channel_args) {
+    builder->AddChannelArgument(name, value);
+  }
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -69,6 +70,10 @@ class GrpcServer {
     // initial size, so the transport holds little per stream (eight
     // flowing streams under a 512 MiB limit need it: docs/reliability.md).
     bool bdp_probe = true;
+    // Measurement only (--test_only_grpc_channel_args): more integer channel
+    // arguments, applied after all others, for an A/B of a transport setting
+    // (bench/grpc_transport_ab.sh). Empty by default.
+    std::vector<std::pair<std::string, int>> extra_channel_args;
     // HTTP/2 keepalive and connection lifetime; zero = gRPC's default (off
     // for the max_connection_* ones). Pings find dead peers (idle ones too);
     // an age limit makes clients reconnect now and then, so L4 balancers

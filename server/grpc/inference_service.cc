@@ -207,21 +207,21 @@ grpc::ServerUnaryReactor* InferenceService::ModelMetadata(
 }
 
 grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerContext* ctx,
-                                                       const ModelInferRequest* request,
-                                                       ModelInferResponse* response) {
-  // Decoded and validated on this gRPC thread, then run inline (small
-  // outputs) or on the pool (server/grpc/unary_call.h).
+                                                       const grpc::ByteBuffer* /*request*/,
+                                                       grpc::ByteBuffer* /*response*/) {
+  // Parsed, decoded and validated on this gRPC thread, then run inline
+  // (small outputs) or on the pool (server/grpc/raw_unary.h).
   const std::string owner = ShmOwner(*ctx);
   return UnaryCallAllocator<ModelInferRequest, ModelInferResponse>::Start(
-      pipeline_, methods_.model_infer, ctx, request->model_name(),
-      static_cast<int64_t>(request->ByteSizeLong()),
-      [&]() -> absl::StatusOr<std::unique_ptr<PreparedCall>> {
+      pipeline_, methods_.model_infer, ctx,
+      [](const ModelInferRequest& request) -> absl::string_view { return request.model_name(); },
+      [&](const ModelInferRequest& request, ModelInferResponse* response,
+          grpc::ByteBuffer* reply) -> absl::StatusOr<std::unique_ptr<PreparedCall>> {
         ASSIGN_OR_RETURN(
             std::unique_ptr<PreparedInfer> exec,
-            PrepareModelInfer(pipeline_->registry(), *request, pipeline_->limits(), shm_, owner));
-        return ModelInferCall(std::move(exec), response);
-      },
-      [response] { return static_cast<int64_t>(response->ByteSizeLong()); });
+            PrepareModelInfer(pipeline_->registry(), request, pipeline_->limits(), shm_, owner));
+        return ModelInferReplyCall(std::move(exec), response, reply);
+      });
 }
 
 grpc::ServerBidiReactor<ModelInferRequest, ModelStreamInferResponse>*

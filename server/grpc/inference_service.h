@@ -33,7 +33,23 @@
 
 namespace tensorops {
 
-class InferenceService final : public inference::GRPCInferenceService::CallbackService {
+// GRPCInferenceService::CallbackService with ModelInfer registered raw
+// (grpc::ByteBuffer messages, the same wire format) so its tensors move
+// without protobuf's reply copies (server/grpc/raw_unary.h).
+namespace inference_bases {
+using G = inference::GRPCInferenceService;
+using Service = G::WithCallbackMethod_ServerLive<
+    G::WithCallbackMethod_ServerReady<G::WithCallbackMethod_ModelReady<
+        G::WithCallbackMethod_ServerMetadata<G::WithCallbackMethod_ModelMetadata<
+            G::WithRawCallbackMethod_ModelInfer<G::WithCallbackMethod_ModelStreamInfer<
+                G::WithCallbackMethod_ModelStatistics<G::WithCallbackMethod_RepositoryIndex<
+                    G::WithCallbackMethod_SystemSharedMemoryStatus<
+                        G::WithCallbackMethod_SystemSharedMemoryRegister<
+                            G::WithCallbackMethod_SystemSharedMemoryUnregister<
+                                G::Service>>>>>>>>>>>>;
+}  // namespace inference_bases
+
+class InferenceService final : public inference_bases::Service {
  public:
   // Neither pointer is owned; both must outlive the service. The control
   // RPCs are renderings of `oip`'s values; infer reads its shared memory.
@@ -42,7 +58,11 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
         oip_(oip),
         shm_(oip->shm()),
         methods_(GrpcMethods::Register(pipeline->metrics())) {
-    SetMessageAllocatorFor_ModelInfer(&infer_allocator_);
+    // What the generated SetMessageAllocatorFor_ModelInfer does for a typed
+    // method (ModelInfer is method 5 of the service).
+    static_cast<grpc::internal::CallbackUnaryHandler<grpc::ByteBuffer, grpc::ByteBuffer>*>(
+        grpc::Service::GetHandler(5))
+        ->SetMessageAllocator(&infer_allocator_);
   }
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* ctx,
@@ -61,8 +81,8 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
                                           const inference::ModelMetadataRequest* request,
                                           inference::ModelMetadataResponse* response) override;
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx,
-                                       const inference::ModelInferRequest* request,
-                                       inference::ModelInferResponse* response) override;
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
   grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
   ModelStreamInfer(grpc::CallbackServerContext* ctx) override;
   grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* ctx,

@@ -277,6 +277,42 @@ char* ProtoInferResponse::AddOutput(absl::string_view name, absl::string_view da
   return &(*raw)[0];
 }
 
+void SliceInferResponse::SetModel(absl::string_view name, absl::string_view version,
+                                  absl::string_view id) {
+  header_->set_model_name(std::string(name));
+  header_->set_model_version(std::string(version));
+  header_->set_id(std::string(id));
+}
+
+char* SliceInferResponse::AddOutput(absl::string_view name, absl::string_view datatype,
+                                    absl::Span<const int64_t> shape, int64_t bytes) {
+  auto* t = header_->add_outputs();
+  t->set_name(std::string(name));
+  t->set_datatype(std::string(datatype));
+  for (int64_t d : shape) t->add_shape(d);
+  outputs_.emplace_back(bytes);
+  return outputs_.back().data();
+}
+
+void SliceInferResponse::Encode(grpc::ByteBuffer* reply) {
+  std::string head = header_->SerializeAsString();
+  std::vector<grpc::Slice> parts;
+  parts.reserve(2 * outputs_.size());
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    const auto bytes = static_cast<uint64_t>(outputs_[i].size());
+    if (i == 0) {
+      AppendLengthDelimited(6, bytes, &head);
+    } else {
+      std::string key;
+      AppendLengthDelimited(6, bytes, &key);
+      parts.emplace_back(key);
+    }
+    parts.push_back(outputs_[i].Release());
+  }
+  outputs_.clear();
+  SetReply(head, std::move(parts), reply);
+}
+
 absl::StatusOr<std::unique_ptr<PreparedInfer>> PrepareModelInfer(const OpRegistry& registry,
                                                                  const ModelInferRequest& request,
                                                                  const RequestLimits& limits,
@@ -316,6 +352,36 @@ std::unique_ptr<PreparedCall> ModelInferCall(std::unique_ptr<PreparedInfer> prep
     ModelInferResponse* const response_;
   };
   return std::make_unique<Bound>(std::move(prepared), response);
+}
+
+std::unique_ptr<PreparedCall> ModelInferReplyCall(std::unique_ptr<PreparedInfer> prepared,
+                                                  ModelInferResponse* response,
+                                                  grpc::ByteBuffer* reply) {
+  class Bound final : public PreparedCall {
+   public:
+    Bound(std::unique_ptr<PreparedInfer> p, ModelInferResponse* r, grpc::ByteBuffer* b)
+        : prepared_(std::move(p)), response_(r), reply_(b) {}
+    int64_t output_bytes() const override { return prepared_->output_bytes(); }
+    int64_t scratch_bytes() const override { return prepared_->scratch_bytes(); }
+    absl::Span<const OpDef* const> chain() const override { return prepared_->chain(); }
+    absl::Duration timeout() const override { return prepared_->timeout(); }
+    absl::Status Run(ThreadPool* pool, int64_t min_parallel_bytes) override {
+      if (prepared_->output_bytes() < kSliceReplyMinBytes) {
+        RETURN_IF_ERROR(RunModelInfer(*prepared_, response_, pool, min_parallel_bytes));
+        return SerializeReply(*response_, reply_);
+      }
+      SliceInferResponse writer(response_);
+      RETURN_IF_ERROR(prepared_->Run(&writer, pool, min_parallel_bytes));
+      writer.Encode(reply_);
+      return absl::OkStatus();
+    }
+
+   private:
+    std::unique_ptr<PreparedInfer> prepared_;
+    ModelInferResponse* const response_;
+    grpc::ByteBuffer* const reply_;
+  };
+  return std::make_unique<Bound>(std::move(prepared), response, reply);
 }
 
 void DescribeModel(const OpDef& def, inference::ModelMetadataResponse* response) {

@@ -8,6 +8,8 @@
 #ifndef TENSOROPS_SERVER_GRPC_OIP_BINDING_H_
 #define TENSOROPS_SERVER_GRPC_OIP_BINDING_H_
 
+#include <grpcpp/support/byte_buffer.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -18,6 +20,7 @@
 #include "kernels/op_registry.h"
 #include "kernels/thread_pool.h"
 #include "server/core/call.h"
+#include "server/grpc/raw_unary.h"
 #include "server/oip/infer_request.h"
 #include "server/oip/oip_codec.h"
 #include "server/oip/shm_registry.h"
@@ -53,6 +56,24 @@ class ProtoInferResponse final : public InferResponseWriter {
   inference::ModelInferResponse* const response_;
 };
 
+// Writes the core's response as a reply's bytes (server/grpc/raw_unary.h):
+// every field but the output bytes into `header` (encoded by protobuf), each
+// output's data into a buffer of its own that goes out as a gRPC slice
+// after it, as raw_output_contents (field 6, the message's last).
+class SliceInferResponse final : public InferResponseWriter {
+ public:
+  explicit SliceInferResponse(inference::ModelInferResponse* header) : header_(header) {}
+  void SetModel(absl::string_view name, absl::string_view version, absl::string_view id) override;
+  char* AddOutput(absl::string_view name, absl::string_view datatype,
+                  absl::Span<const int64_t> shape, int64_t bytes) override;
+  // The reply, byte for byte what protobuf writes for the whole message.
+  void Encode(grpc::ByteBuffer* reply);
+
+ private:
+  inference::ModelInferResponse* const header_;
+  std::vector<SliceBuffer> outputs_;
+};
+
 // PreparedInfer::Make of the message's InferRequest.
 absl::StatusOr<std::unique_ptr<PreparedInfer>> PrepareModelInfer(
     const OpRegistry& registry, const inference::ModelInferRequest& request,
@@ -65,6 +86,14 @@ absl::Status RunModelInfer(PreparedInfer& prepared, inference::ModelInferRespons
 // which must outlive it.
 std::unique_ptr<PreparedCall> ModelInferCall(std::unique_ptr<PreparedInfer> prepared,
                                              inference::ModelInferResponse* response);
+
+// The prepared call of a unary ModelInfer whose reply goes out as bytes
+// (server/grpc/raw_unary.h): outputs of kSliceReplyMinBytes or more as
+// SliceInferResponse's slices, smaller ones through `response` and gRPC's
+// serialiser. `response` and `reply` must outlive it.
+std::unique_ptr<PreparedCall> ModelInferReplyCall(std::unique_ptr<PreparedInfer> prepared,
+                                                  inference::ModelInferResponse* response,
+                                                  grpc::ByteBuffer* reply);
 
 // Fills ModelMetadata for `def`: inputs and outputs with the spec's names, a
 // representative datatype (RepresentativeDatatype) and shape (-1 per

@@ -5,7 +5,8 @@
 // server/core/call.h.
 //
 //   Execute        one request message -> PreparedExecution (server/execution.h)
-//                  -> one response message;
+//                  -> one response message; big outputs go out as their own
+//                  slice (server/grpc/raw_unary.h);
 //   ExecuteStream  chunked upload -> StreamedExecution (server/stream_execution.h)
 //                  -> chunked download (server/stream_reactor.h, chunks in
 //                  place by wire/stream_chunk.h);
@@ -22,11 +23,12 @@
 
 namespace tensorops {
 
-// ExecuteStream is registered raw (grpc::ByteBuffer messages) so its chunks
-// move without protobuf copies; its wire format is still the .proto's, and
-// reflection describes it as usual.
+// Execute and ExecuteStream are registered raw (grpc::ByteBuffer messages)
+// so their tensors move without protobuf copies (server/grpc/raw_unary.h,
+// stream_reactor.h); their wire format is still the .proto's, and reflection
+// describes them as usual.
 using TensorOpsServiceBase =
-    v1::TensorOps::WithCallbackMethod_Execute<v1::TensorOps::WithCallbackMethod_ListOps<
+    v1::TensorOps::WithRawCallbackMethod_Execute<v1::TensorOps::WithCallbackMethod_ListOps<
         v1::TensorOps::WithRawCallbackMethod_ExecuteStream<v1::TensorOps::Service>>>;
 
 class TensorOpsService final : public TensorOpsServiceBase {
@@ -35,12 +37,16 @@ class TensorOpsService final : public TensorOpsServiceBase {
   // door's methods with the pipeline's metrics.
   explicit TensorOpsService(CallPipeline* pipeline)
       : pipeline_(pipeline), methods_(GrpcMethods::Register(pipeline->metrics())) {
-    SetMessageAllocatorFor_Execute(&execute_allocator_);
+    // What the generated SetMessageAllocatorFor_Execute does for a typed
+    // method (Execute is method 0 of the service).
+    static_cast<grpc::internal::CallbackUnaryHandler<grpc::ByteBuffer, grpc::ByteBuffer>*>(
+        grpc::Service::GetHandler(0))
+        ->SetMessageAllocator(&execute_allocator_);
   }
 
   grpc::ServerUnaryReactor* Execute(grpc::CallbackServerContext* ctx,
-                                    const v1::ExecuteRequest* request,
-                                    v1::ExecuteResponse* response) override;
+                                    const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ListOps(grpc::CallbackServerContext* ctx,
                                     const v1::ListOpsRequest* request,
                                     v1::ListOpsResponse* response) override;

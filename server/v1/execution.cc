@@ -78,6 +78,10 @@ void PreparedExecution::Run(v1::ExecuteResponse* response, ThreadPool* pool,
   EncodeTensor(result.view(), encoding_, out);
 }
 
+void PreparedExecution::RunRaw(void* out, ThreadPool* pool, int64_t min_parallel_bytes) {
+  RunPrepared(op_, out, pool, min_parallel_bytes);
+}
+
 absl::Status Execute(const OpRegistry& registry, const v1::ExecuteRequest& request,
                      v1::ExecuteResponse* response, const RequestLimits& limits) {
   ASSIGN_OR_RETURN(auto exec, PreparedExecution::Make(registry, request, limits));

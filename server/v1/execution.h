@@ -33,6 +33,16 @@ class PreparedExecution {
   void Run(v1::ExecuteResponse* response, ThreadPool* pool = nullptr,
            int64_t min_parallel_bytes = kDefaultMinParallelBytes);
 
+  // True when the output goes out as its bytes (raw_data, not STRING): then
+  // RunRaw can write them into a buffer of the caller's (the gRPC door's
+  // reply slice, server/grpc/raw_unary.h) instead of the response message.
+  bool raw_output() const { return encoding_ == Encoding::kRaw && op_.dtype != DType::kString; }
+  DType output_dtype() const { return op_.dtype; }
+  const Shape& output_shape() const { return op_.shape; }
+  // Runs the kernel into `out`, output_bytes() bytes. Only when raw_output().
+  void RunRaw(void* out, ThreadPool* pool = nullptr,
+              int64_t min_parallel_bytes = kDefaultMinParallelBytes);
+
   // Bytes of output the kernel writes (for metrics and admission later).
   int64_t output_bytes() const;
   // Bytes a chain that runs in passes needs besides (admission counts them).

@@ -277,6 +277,51 @@ TEST_F(ClientTest, TinyDeadlineOnLargeRequest) {
   EXPECT_TRUE(client_->ListOps().ok());
 }
 
+// Unary calls around the size from which inputs leave as their own slice and
+// replies are read outside protobuf (client/unary_codec.h): owned tensors
+// and Views, a View at an odd address, and a chain whose steps follow a big
+// input in the request.
+TEST_F(ClientTest, BigUnaryCallsAroundTheSliceThreshold) {
+  CallOptions call;
+  call.transport = Transport::kUnary;
+  for (int64_t n : {int64_t{32767}, int64_t{32768}, (int64_t{1} << 20) + 3}) {
+    std::vector<uint8_t> bytes(static_cast<size_t>(n) + 1);
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 131 + (i >> 9));
+    const std::vector<uint8_t> data(bytes.begin() + 1, bytes.end());
+    std::vector<uint8_t> rolled(data.size());  // Roll by 1 along axis 0
+    for (size_t i = 0; i < data.size(); ++i) rolled[(i + 1) % data.size()] = data[i];
+    // bytes.data() + 1: an odd address, the caller's own memory.
+    for (const Tensor& t : {Tensor(data, {n}), Tensor::View(bytes.data() + 1, {n})}) {
+      auto out =
+          client_->Roll(t, Tensor(std::vector<int64_t>{1}), Tensor(std::vector<int64_t>{0}), call);
+      ASSERT_TRUE(out.ok()) << n << ": " << out.status();
+      EXPECT_THAT(out->shape(), ElementsAre(n));
+      EXPECT_TRUE(std::vector<uint8_t>(out->values<uint8_t>().begin(),
+                                       out->values<uint8_t>().end()) == rolled)
+          << n;
+      // The asynchronous call takes the same path.
+      ExecuteResult async =
+          client_
+              ->ExecuteFuture("Roll", {},
+                              {t, Tensor(std::vector<int64_t>{1}), Tensor(std::vector<int64_t>{0})})
+              .get();
+      ASSERT_TRUE(async.ok()) << n << ": " << async.status();
+      ASSERT_EQ(async->size(), 1u);
+      EXPECT_TRUE(std::vector<uint8_t>(async->front().values<uint8_t>().begin(),
+                                       async->front().values<uint8_t>().end()) == rolled)
+          << n;
+    }
+    // Reverse, then Roll by 1: out[0] = data[0], out[i] = data[n - i].
+    auto chained = client_->Chain(Tensor(data, {n})).Reverse({0}).Roll({1}, {0}).Run(call);
+    ASSERT_TRUE(chained.ok()) << chained.status();
+    auto v = chained->values<uint8_t>();
+    ASSERT_EQ(static_cast<int64_t>(v.size()), n);
+    EXPECT_EQ(v[0], data[0]);
+    EXPECT_EQ(v[1], data[n - 1]);
+    EXPECT_EQ(v[n - 1], data[1]);
+  }
+}
+
 TEST_F(ClientTest, ListOpsAndHealth) {
   auto ops = client_->ListOps();
   ASSERT_TRUE(ops.ok()) << ops.status();
