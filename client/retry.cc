@@ -27,6 +27,11 @@ std::string ServiceConfigJson(const ClientOptions& options) {
     absl::StrAppend(&json, "\"loadBalancingConfig\":[{\"", options.load_balancing_policy,
                     "\":{}}]");
   }
+  if (!options.health_check_service.empty()) {
+    if (json.size() > 1) json += ",";
+    absl::StrAppend(&json, "\"healthCheckConfig\":{\"serviceName\":\"",
+                    options.health_check_service, "\"}");
+  }
   if (options.retry.enabled) {
     if (json.size() > 1) json += ",";
     const RetryPolicy& r = options.retry;
