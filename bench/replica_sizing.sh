@@ -50,7 +50,8 @@ run() {  # run NAME N DRIVER_ARGS...
                   big) mib=$(awk -v n="$calls" 'BEGIN { print n * 2 * 2.5 }') ;; esac
   awk -v name="$name" -v n="$calls" -v s="$secs" -v mib="$mib" -v c="$(awk -v a="$c0" -v b="$c1" 'BEGIN { print b - a }')" \
     -v conc="$CONCURRENCY" 'BEGIN {
-      printf "| %d %s | %d | %.0f | %.1f | %.3f | %.3f |\n", n, name, conc, n / s, mib / s, c * 1000 / n, c * 1000 / mib }'
+      per_mib = name == "small" ? "-" : sprintf("%.3f", c * 1000 / mib)
+      printf "| %d %s | %d | %.0f | %.1f | %.3f | %s |\n", n, name, conc, n / s, mib / s, c * 1000 / n, per_mib }'
 }
 run small "$CALLS"
 run big $((CALLS / 10)) --big_every 1
