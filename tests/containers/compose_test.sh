@@ -227,7 +227,12 @@ roll_ok() {
 
 # --- 2p. SDK callers straight to the replicas (issue 48) -----------------------
 LB=127.0.0.1:$TENSOROPS_GRPC_PORT
-source "$ROOT/tests/containers/proxyless_steps.sh"
+# COMPOSE_PROXYLESS_STEP=0 skips it (when working on the other steps).
+if [ "${COMPOSE_PROXYLESS_STEP:-1}" = 1 ]; then
+  source "$ROOT/tests/containers/proxyless_steps.sh"
+else
+  log "step 2p (SDK callers straight to the replicas) skipped: COMPOSE_PROXYLESS_STEP=0"
+fi
 
 if [ "$STEPS" != proxyless ]; then
 # --- 3. non-root, read-only root filesystem ----------------------------------

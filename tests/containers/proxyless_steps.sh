@@ -15,9 +15,9 @@
 #      /proc/PID/stat and the callers' rusage) of both, printed side by side
 #      (BENCHMARKS.md, "Proxyless SDK vs HAProxy");
 #   b. a rolling restart (docker-compose stop, then start, of each replica in
-#      turn) under that load: no call lost; each replica gets calls again
-#      within PROXYLESS_REFIND_S (90 s) of `docker-compose start` (the time is
-#      printed). A stopped container leaves the alias, so the SDK's channel,
+#      turn, the next once the last is healthy) under that load: no call
+#      lost; each replica gets calls within PROXYLESS_REFIND_S (60 s) of
+#      answering SERVING itself (on its own address; both times printed). A stopped container leaves the alias, so the SDK's channel,
 #      which resolved the name again when the replica went away, has two
 #      addresses; it resolves again when a connection ends, which the
 #      replicas' --max_connection_age=30s (deploy/docker-compose.yml) bounds;
@@ -30,7 +30,7 @@
 
 DIRECT="dns://$TENSOROPS_SUBNET_PREFIX.1:53/tensorops:50051"
 BENCH_CALLS=${PROXYLESS_BENCH_CALLS:-2000}
-REFIND_S=${PROXYLESS_REFIND_S:-90}
+REFIND_S=${PROXYLESS_REFIND_S:-60}
 CLK_TCK=$(getconf CLK_TCK)
 
 # CPU seconds (user + system) the processes $@ (host PIDs) have used so far.
@@ -114,24 +114,47 @@ pmarker_or_dead() { [ -e "$W/pmarker" ] || ! kill -0 "$DRIVER_PID"; }
 wait_for 60 "the first 300 calls of the proxyless load" pmarker_or_dead
 [ -e "$W/pmarker" ] || fail "proxyless load driver ended early: $(cat "$W/driver-rolling.out")"
 serving() { [ "$(calls_of "$1")" -gt 0 ]; }   # its counters start at 0 in a new process
-REFOUND=()
+# As a Deployment does, the next replica is stopped once the last one is
+# healthy (the image's HEALTHCHECK), not once callers have found it; when
+# each replica gets calls again is noted while the restart goes on.
+# T_UP: when the replica first answered SERVING itself (asked on its own
+# address), the start of what the SDK's re-find takes; T_FOUND: when its
+# /metrics first counted a call.
+declare -A T_START=() T_UP=() T_FOUND=()
+up_itself() {
+  [ "$("$CLI" --target "${IP[$1]}:50051" --deadline 1s health --service tensorops.v1.TensorOps 2>/dev/null)" = SERVING ]
+}
+note_found() {
+  local j
+  for j in "${!T_START[@]}"; do
+    [ -z "${T_UP[$j]:-}" ] && up_itself "$j" && T_UP[$j]=$EPOCHREALTIME
+    [ -n "${T_UP[$j]:-}" ] && [ -z "${T_FOUND[$j]:-}" ] && serving "$j" && T_FOUND[$j]=$EPOCHREALTIME
+  done
+  return 0
+}
+healthy_noting() { note_found; is_healthy "tensorops-$1"; }
+all_found() { note_found; [ "${#T_FOUND[@]}" -eq 3 ]; }
 for i in 1 2 3; do
   compose stop "tensorops-$i" >>"$W/compose.log" 2>&1 || fail "docker-compose stop tensorops-$i"
-  t_start=$EPOCHREALTIME
+  T_START[$i]=$EPOCHREALTIME
   compose start "tensorops-$i" >>"$W/compose.log" 2>&1 || fail "docker-compose start tensorops-$i"
-  # From `start`, not from "healthy": the image's HEALTHCHECK runs every
-  # 10 s; the SDK finds it at its next re-resolution (see the header).
-  wait_for "$REFIND_S" "proxyless callers to reach tensorops-$i again" serving "$i"
-  REFOUND+=("$(awk -v a="$t_start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')")
-  log "tensorops-$i restarted; proxyless calls reach it ${REFOUND[-1]} s after docker-compose start"
-  wait_for 60 "tensorops-$i healthy again" is_healthy "tensorops-$i"
+  wait_for 90 "tensorops-$i healthy again" healthy_noting "$i"
+  log "tensorops-$i stopped, started and healthy"
   kill -0 "$DRIVER_PID" 2>/dev/null || fail "proxyless load driver ended during the rolling restart"
+done
+wait_for "$REFIND_S" "proxyless callers to reach every restarted replica" all_found
+REFOUND=() STARTED=()
+for i in 1 2 3; do
+  STARTED+=("$(awk -v a="${T_START[$i]}" -v b="${T_UP[$i]}" 'BEGIN { printf "%.1f", b - a }')")
+  REFOUND+=("$(awk -v a="${T_UP[$i]}" -v b="${T_FOUND[$i]}" 'BEGIN { printf "%.1f", b - a }')")
+  awk -v t="${REFOUND[-1]}" -v max="$REFIND_S" 'BEGIN { exit !(t <= max) }' \
+    || fail "tensorops-$i got calls only ${REFOUND[-1]} s after it answered SERVING (bound ${REFIND_S} s)"
 done
 touch "$W/pstopped"
 rc=0; wait "$DRIVER_PID" || rc=$?
 sed 's/^/  /' "$W/driver-rolling.out"
 [ $rc -eq 0 ] || fail "proxyless load driver: a call failed during the rolling restart"
-log "rolling restart under proxyless load: no call lost; replicas reached again ${REFOUND[*]} s after docker-compose start"
+log "rolling restart under proxyless load: no call lost; replicas SERVING ${STARTED[*]} s after docker-compose start, and got calls ${REFOUND[*]} s after that"
 phase "proxyless: rolling restart under load"
 
 # --- c. kill -9 under proxyless load --------------------------------------------
@@ -150,7 +173,7 @@ log "kill -9 of tensorops-1's server (pid $pid1) under $CONCURRENCY proxyless ca
 restarted1() { local p; p=$(pid_of tensorops-1) && [ "${p:-0}" -gt 0 ] && [ "$p" != "$pid1" ]; }
 for _ in $(seq 15); do restarted1 && break; sleep 1; done
 restarted1 || compose start tensorops-1 >>"$W/compose.log" 2>&1 || fail "docker-compose start tensorops-1"
-wait_for 60 "proxyless callers to reach tensorops-1 again" serving 1
+wait_for 120 "proxyless callers to reach tensorops-1 again" serving 1
 back=$(awk -v a="$t_kill" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
 touch "$W/pback9"
 rc=0; wait "$DRIVER_PID" || rc=$?
