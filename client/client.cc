@@ -20,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/balancing.h"
 #include "client/client_impl.h"
 #include "client/retry.h"
 #include "client/tensor_access.h"
@@ -167,6 +168,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& opti
   if (options.bearer_token.find_first_of("\r\n") != std::string::npos) {
     return absl::InvalidArgumentError("ClientOptions.bearer_token must be one line");
   }
+  if (absl::Status st = CheckBalancingOptions(options); !st.ok()) return st;
   std::shared_ptr<grpc::ChannelCredentials> creds;
   grpc::ChannelArguments args;
   if (options.tls.has_value()) {
@@ -184,6 +186,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& opti
   args.SetMaxSendMessageSize(static_cast<int>(options.max_send_message_bytes));
   args.SetMaxReceiveMessageSize(static_cast<int>(options.max_receive_message_bytes));
   args.SetServiceConfigJSON(ServiceConfigJson(options));
+  SetBalancingArgs(options, &args);
   // Our service config, not one from DNS TXT records.
   args.SetInt(GRPC_ARG_SERVICE_CONFIG_DISABLE_RESOLUTION, 1);
   // Kept on without a retry policy too: gRPC's transparent retries resend

@@ -7,6 +7,7 @@
 #include <optional>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/client_impl.h"
@@ -26,6 +27,11 @@ std::string ServiceConfigJson(const ClientOptions& options) {
   if (!options.load_balancing_policy.empty()) {
     absl::StrAppend(&json, "\"loadBalancingConfig\":[{\"", options.load_balancing_policy,
                     "\":{}}]");
+  }
+  if (!options.health_check_service.empty()) {
+    if (json.size() > 1) json += ",";
+    absl::StrAppend(&json, "\"healthCheckConfig\":{\"serviceName\":\"",
+                    options.health_check_service, "\"}");
   }
   if (options.retry.enabled) {
     if (json.size() > 1) json += ",";
@@ -75,13 +81,23 @@ std::optional<std::chrono::milliseconds> Client::Impl::ResendWait(
   //    its first attempt: e.g. a connection the server closed after its
   //    max-age GOAWAY while the call was on its way (gRPC 1.51 then resets
   //    the socket, and the client never reads the GOAWAY that would have
-  //    told it the call was not processed).
+  //    told it the call was not processed);
+  //  - an UNAVAILABLE of any size whose connection broke under it ("Connection
+  //    reset by peer", "Socket closed") once gRPC had committed the call to
+  //    its attempt (the answer had begun): straight to a replica (no proxy to
+  //    turn it into UNKNOWN), a replica's connection that ends under a call
+  //    (its age, its drain) looks like this (issue 48: 1 of 19,764 calls of
+  //    a rolling restart, a 3 MiB one).
   // Within the policy's attempts and the call's deadline.
   const RetryPolicy& r = options.retry;
   const bool cut = st.code() == absl::StatusCode::kUnknown;
-  const bool unbuffered = st.code() == absl::StatusCode::kUnavailable &&
-                          static_cast<int64_t>(request_bytes) > r.max_buffered_bytes;
-  if (!(cut || unbuffered) || !r.enabled || attempt >= r.max_attempts) return std::nullopt;
+  const bool unavailable = st.code() == absl::StatusCode::kUnavailable;
+  const bool unbuffered = unavailable && static_cast<int64_t>(request_bytes) > r.max_buffered_bytes;
+  const bool broken = unavailable && (absl::StrContains(st.message(), "Connection reset") ||
+                                      absl::StrContains(st.message(), "Socket closed"));
+  if (!(cut || unbuffered || broken) || !r.enabled || attempt >= r.max_attempts) {
+    return std::nullopt;
+  }
   const auto backoff = r.initial_backoff * std::pow(r.backoff_multiplier, attempt - 1);
   const auto wait = std::min<std::chrono::milliseconds>(
       r.max_backoff, std::chrono::duration_cast<std::chrono::milliseconds>(backoff));

@@ -15,7 +15,8 @@
 namespace tensorops {
 inline namespace client_v1 {
 
-// The channel's gRPC service config: its load-balancing policy and, when
+// The channel's gRPC service config: its load-balancing policy, its
+// client-side health check (healthCheckConfig) and, when
 // options.retry.enabled, the retry policy of each method.
 std::string ServiceConfigJson(const ClientOptions& options);
 

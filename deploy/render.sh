@@ -9,6 +9,9 @@
 #     per replica, the servers' --http_port; the option repeats).
 #   deploy/render.sh prometheus [--interval 5s] --rules PATH HOST:PORT...
 #   deploy/render.sh compose   # rewrites the two files docker-compose.yml mounts
+#   deploy/render.sh kube-play [--image IMAGE]
+#     deploy/k8s/deployment.yaml as `podman kube play` runs it (no host
+#     ports, gRPC probes as exec probes: deploy/podman/kube_play.py says why).
 #
 # The local three-replica test renders its configs with this script too, so
 # the files docker-compose uses and the ones tested come from one template
@@ -104,5 +107,6 @@ case "$cmd" in
     render_compose_prometheus >"$DEPLOY_DIR/prometheus/prometheus.yml"
     echo "wrote $DEPLOY_DIR/haproxy/haproxy.cfg and $DEPLOY_DIR/prometheus/prometheus.yml"
     ;;
+  kube-play) python3 "$DEPLOY_DIR/podman/kube_play.py" --deployment "$DEPLOY_DIR/k8s/deployment.yaml" "$@" ;;
   *) usage ;;
 esac

@@ -29,8 +29,10 @@ say() { echo "container_setup.sh: $*" >&2; }
 
 packages() {
   # uidmap/slirp4netns are not needed: everything runs rootful.
+  # catatonit: the init of the pause image `podman kube play` builds for its
+  # pods (tests/containers/kube_play_test.sh).
   local want=(podman buildah runc netavark aardvark-dns iptables docker-compose debootstrap
-              python3-yaml curl) missing=() p
+              python3-yaml curl catatonit) missing=() p
   for p in "${want[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done

@@ -1,6 +1,6 @@
 // A stand-in gRPC server on 127.0.0.1 for the SDK's tests: a generic
 // service (no tensorops code on the server side) that answers every call of
-// every method with one status, counts the Execute calls that reach it and
+// every method but grpc.health.v1's with one status, counts the Execute calls that reach it and
 // records the metadata each call brought (what the SDK sent, seen from the
 // server).
 //
@@ -11,6 +11,7 @@
 
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
 
 #include <atomic>
 #include <chrono>
@@ -57,8 +58,22 @@ class StandInServer final : public grpc::CallbackGenericService {
     return server_ != nullptr && port_ > 0;
   }
   std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  // The server's grpc.health.v1 service: null unless
+  // grpc::EnableDefaultHealthCheckService(true) was called before Start.
+  grpc::HealthCheckServiceInterface* health() const { return server_->GetHealthCheckService(); }
 
   grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* ctx) override {
+    class Reactor final : public grpc::ServerGenericBidiReactor {
+     public:
+      explicit Reactor(grpc::StatusCode code) { Finish(grpc::Status(code, "refused by the test")); }
+      void OnDone() override { delete this; }
+    };
+    // The health service is not served (UNIMPLEMENTED, as from a server
+    // without it; not recorded): the SDK's client-side health check then
+    // counts the server healthy, whatever code its calls get.
+    if (ctx->method().rfind("/grpc.health.v1.Health/", 0) == 0) {
+      return new Reactor(grpc::StatusCode::UNIMPLEMENTED);
+    }
     if (ctx->method() == "/tensorops.v1.TensorOps/Execute") ++calls_;
     Seen seen;
     seen.method = ctx->method();
@@ -71,11 +86,6 @@ class StandInServer final : public grpc::CallbackGenericService {
       seen_.push_back(std::move(seen));
     }
     if (!pushback_.empty()) ctx->AddTrailingMetadata("grpc-retry-pushback-ms", pushback_);
-    class Reactor final : public grpc::ServerGenericBidiReactor {
-     public:
-      explicit Reactor(grpc::StatusCode code) { Finish(grpc::Status(code, "refused by the test")); }
-      void OnDone() override { delete this; }
-    };
     return new Reactor(code_);
   }
 

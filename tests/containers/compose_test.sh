@@ -7,6 +7,11 @@
 #   2. `docker-compose up` of three replicas, HAProxy and Prometheus (Grafana
 #      has no Debian package and is left out of this run only); every replica
 #      becomes healthy through the image's own HEALTHCHECK;
+#  2p. SDK callers straight to the replicas through one name (the network
+#      alias `tensorops`, resolved by the network's DNS): spread within 10%,
+#      p50/p99 and CPU per call against the same load through HAProxy, a
+#      rolling restart and a kill -9 under 1-4 MiB calls, no call lost
+#      (tests/containers/proxyless_steps.sh says how);
 #   3. each replica runs as uid 10001 with a read-only root filesystem;
 #   4. health and verified Roll calls through HAProxy's published port reach all
 #      three replicas (each one's own /metrics counts them); through HAProxy's
@@ -50,6 +55,7 @@
 #   containers_compose (a fixture), so that the image build, which is mostly
 #   ccache hits and packaging, shares the machine with the other tests and
 #   only the stack's load steps run alone.
+#   "proxyless" runs 2, 2p and 9 only (for working on step 2p).
 #   REUSE_IMAGE=1 tests the tensorops:latest built earlier instead of building
 #   this tree (for working on the test itself; CI never sets it).
 set -euo pipefail
@@ -141,8 +147,8 @@ for step in packages base standins; do
 done
 phase "setup (packages, base image, stand-ins)"
 STEPS=${COMPOSE_STEPS:-all}
-case "$STEPS" in all | image | stack) ;; *) fail "COMPOSE_STEPS=$STEPS: all, image or stack" ;; esac
-if [ "$STEPS" = stack ]; then
+case "$STEPS" in all | image | stack | proxyless) ;; *) fail "COMPOSE_STEPS=$STEPS: all, image, stack or proxyless" ;; esac
+if [ "$STEPS" = stack ] || [ "$STEPS" = proxyless ]; then
   podman image exists "$IMAGE" || fail "COMPOSE_STEPS=stack: no $IMAGE (containers_image builds it)"
   log "COMPOSE_STEPS=stack: testing $IMAGE, built by the image step"
 elif [ "${REUSE_IMAGE:-0}" = 1 ] && podman image exists "$IMAGE"; then
@@ -204,6 +210,31 @@ done
 log "tensorops-1..3: healthy (HEALTHCHECK: $(podman inspect --format '{{join .Config.Healthcheck.Test " "}}' "$(cid tensorops-1)"))"
 phase "compose up until all replicas healthy"
 
+# The address of a replica on the project's network (it may change on restart).
+ip_of() {
+  podman inspect --format '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}' "$(cid "$1")" | awk '{print $1}'
+}
+# Roll calls that replica $1 (1..3) answered OK, from its own /metrics;
+# $2 is the method label (Execute: gRPC; REST: the HTTP door).
+roll_ok() {
+  local ip metrics method=${2:-Execute}
+  ip=$(ip_of "tensorops-$1") && [ -n "$ip" ] || { echo "tensorops-$1 has no address" >&2; return 1; }
+  metrics=$(curl -sf --max-time 3 "http://$ip:9464/metrics") \
+    || { echo "no /metrics from tensorops-$1 ($ip:9464)" >&2; return 1; }
+  awk -v m="method=\"$method\"" '/^tensorops_requests_total\{/ && index($0, m) && /op="Roll"/ && /code="OK"/ { n += $NF }
+       END { printf "%d\n", n }' <<<"$metrics"
+}
+
+# --- 2p. SDK callers straight to the replicas (issue 48) -----------------------
+LB=127.0.0.1:$TENSOROPS_GRPC_PORT
+# COMPOSE_PROXYLESS_STEP=0 skips it (when working on the other steps).
+if [ "${COMPOSE_PROXYLESS_STEP:-1}" = 1 ]; then
+  source "$ROOT/tests/containers/proxyless_steps.sh"
+else
+  log "step 2p (SDK callers straight to the replicas) skipped: COMPOSE_PROXYLESS_STEP=0"
+fi
+
+if [ "$STEPS" != proxyless ]; then
 # --- 3. non-root, read-only root filesystem ----------------------------------
 for i in 1 2 3; do
   c=$(cid "tensorops-$i")
@@ -226,20 +257,6 @@ out=$("$CLI" --target "$LB" run Roll --input '[[1,2,3],[4,5,6]]' --input 1 --inp
   || fail "tensorops run Roll through HAProxy: $out"
 log "through HAProxy: health SERVING; tensorops run Roll -> $out"
 
-# The address of a replica on the project's network (it may change on restart).
-ip_of() {
-  podman inspect --format '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}' "$(cid "$1")" | awk '{print $1}'
-}
-# Roll calls that replica $1 (1..3) answered OK, from its own /metrics;
-# $2 is the method label (Execute: gRPC; REST: the HTTP door).
-roll_ok() {
-  local ip metrics method=${2:-Execute}
-  ip=$(ip_of "tensorops-$1") && [ -n "$ip" ] || { echo "tensorops-$1 has no address" >&2; return 1; }
-  metrics=$(curl -sf --max-time 3 "http://$ip:9464/metrics") \
-    || { echo "no /metrics from tensorops-$1 ($ip:9464)" >&2; return 1; }
-  awk -v m="method=\"$method\"" '/^tensorops_requests_total\{/ && index($0, m) && /op="Roll"/ && /code="OK"/ { n += $NF }
-       END { printf "%d\n", n }' <<<"$metrics"
-}
 declare -A before=()
 for i in 1 2 3; do before[$i]=$(roll_ok $i); done
 "$DRIVER" --target "$LB" --threads "$CONCURRENCY" --sleep_us 0 --max_calls 1500 --max_seconds 60 \
@@ -514,6 +531,8 @@ phase "traced call through HAProxy"
 else
   log "step 8b (a traced call through the stack) skipped: COMPOSE_TRACE_STEP=0"
 fi
+
+fi  # steps 3-8b: not with COMPOSE_STEPS=proxyless
 
 # --- 9. down -v ---------------------------------------------------------------
 log "$DC_SHOWN down -v"

@@ -136,6 +136,21 @@ if "Deployment" in docs:
         t = h["spec"]["scaleTargetRef"]
         check(t["kind"] == "Deployment" and t["name"] == dep["metadata"]["name"], "HPA target")
         check(h["spec"]["minReplicas"] >= 2, "HPA minReplicas >= 2")
+        # Not CPU alone (issue 48): per-pod metrics the server exports, with
+        # the in-flight bytes target under the pods' --max_inflight_bytes.
+        documented = set(re.findall(r"`(tensorops_[a-z_]+)`", open(os.path.join(root, "docs", "metrics.md")).read()))
+        pods = {m["pods"]["metric"]["name"]: m["pods"]["target"] for m in h["spec"]["metrics"] if m["type"] == "Pods"}
+        check("tensorops_inflight_bytes" in pods, "HPA: no tensorops_inflight_bytes Pods metric")
+        for name in pods:
+            check(name in documented, f"HPA metric {name} is not in docs/metrics.md")
+        if "tensorops_inflight_bytes" in pods:
+            units = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
+            v = str(pods["tensorops_inflight_bytes"]["averageValue"])
+            target = int(v[:-2]) * units[v[-2:]] if v[-2:] in units else int(v)
+            budget = [a for a in dep["spec"]["template"]["spec"]["containers"][0]["args"]
+                      if a.startswith("--max_inflight_bytes=")]
+            check(budget and target < int(budget[0].split("=", 1)[1]),
+                  "HPA tensorops_inflight_bytes target not under the Deployment's --max_inflight_bytes")
 check(os.path.exists(os.path.join(d, "k8s", "README.md")), "deploy/k8s/README.md")
 
 # Grafana: provisioning parses; dashboard uses documented metrics only.

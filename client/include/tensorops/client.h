@@ -104,6 +104,19 @@ struct ClientOptions {
   // gRPC load-balancing policy: "round_robin" spreads calls over every
   // address of the target; "pick_first" uses one connection.
   std::string load_balancing_policy = "round_robin";
+  // Client-side health checking (gRPC's own, a grpc.health.v1 Watch on each
+  // connection): with round_robin, a replica whose status for this service
+  // is not SERVING (a draining server turns NOT_SERVING before it refuses
+  // calls) gets no new calls until it is SERVING again. A server without the
+  // health service counts as healthy. Empty: off. pick_first ignores it.
+  std::string health_check_service = "tensorops.v1.TensorOps";
+  // A replica that went away (restarted, killed) is reconnected with gRPC's
+  // backoff (1 s, x1.6, +-20% jitter) capped here (gRPC's own cap is 120 s:
+  // a replica back after a minute could wait two more for calls).
+  std::chrono::milliseconds max_reconnect_backoff{std::chrono::seconds(2)};
+  // A lost connection makes the channel resolve its target again (a dns:///
+  // name: replicas' new addresses); at most this often (gRPC's default: 30 s).
+  std::chrono::milliseconds min_time_between_resolutions{std::chrono::seconds(1)};
   // Calls whose inputs hold at least this many bytes go through the
   // streaming RPC (ExecuteStream: tensors in chunks, no message size limit,
   // CRC-32 checked both ways) instead of one Execute message; 0 streams
