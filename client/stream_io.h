@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "client/tensor_access.h"
+#include "kernels/huge_pages.h"
 #include "tensorops/client.h"
 
 namespace tensorops {
@@ -25,15 +26,21 @@ class BufferSink final : public StreamSink {
   absl::Status Start(DataType dtype, const std::vector<int64_t>& shape, int64_t bytes) override {
     dtype_ = dtype;
     shape_ = shape;
-    // Sized at once: a flowing output's chunks land at any offset. The
-    // buffer is fresh on every call, yet it gets no huge page advice
-    // (kernels/huge_pages.h): with it, a process's first call faulted in huge
-    // pages the kernel had never handed out, zeroed at ~0.25 GB/s on this
-    // kind of VM (do_huge_pmd_anonymous_page -> folio_zero_user: 42% of the
-    // CPU of a client process making one 1 GiB flowing Roll), so the first call cost 5.3-6.5 s of
-    // client CPU against 2.1-3.6 s warm; with 4 KiB pages every call costs
-    // 2.05-2.12 s, the first included (issue 44: the first streamed call;
-    // `sdk_stream_bench --server_pid`, BENCHMARKS.md).
+    // Sized at once: a flowing output's chunks land at any offset. Huge
+    // pages are advised between reserve() (a fresh mapping, untouched) and
+    // resize() (its zero-fill is the first touch): advised after the touch,
+    // every 4 KiB page of the output faulted on its own (issue 44's profile
+    // of a 1 GiB streamed Roll: 30% of the SDK's time in page faults); now
+    // ~130k instead of ~384k faults per 1 GiB call.
+    // Kept by measurement against no advice (2026-11-29, 1 GiB flowing Roll,
+    // 4 calls per fresh client process, load < 2; `sdk_stream_bench
+    // --server_pid`): without it every call took 2.01-2.12 s (first 1.05x a
+    // warm one); with it 1.50-4.54 s, a warm call's best 1.5 s, and a
+    // process's first call up to 2.9x a warm one, when its huge pages are
+    // ones the VM's host never backed. The speed guard's cell (best of 3)
+    // fell from 1.00x to 0.65x the duplex echo without it.
+    data_.reserve(static_cast<size_t>(bytes));
+    AdviseHugePages(data_.data(), bytes);
     data_.resize(static_cast<size_t>(bytes));
     return absl::OkStatus();
   }
