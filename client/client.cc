@@ -258,75 +258,76 @@ ExecuteResult Client::Execute(absl::string_view op, const Attrs& attrs,
   return impl_->Call(op, attrs, inputs, {}, call);
 }
 
+// Everything the call needs lives here until gRPC runs the last attempt's
+// completion, including a reference to the channel and stub. Its attempts
+// come one after another (each starts from the previous one's completion
+// or from the alarm that waits its backoff), so no two threads touch it
+// at once.
+struct Client::Impl::AsyncCall {
+  std::shared_ptr<Impl> impl;
+  std::unique_ptr<grpc::ClientContext> ctx;  // a new one per attempt
+  grpc::ByteBuffer body;   // the request's bytes (client/unary_codec.h), resent as they are
+  grpc::ByteBuffer reply;  // this attempt's
+  ExecuteCallback done;
+  std::string traceparent;                         // one trace for every attempt
+  CallOptions call;                                // its deadline and trace settings
+  std::chrono::system_clock::time_point deadline;  // one for every attempt
+  int attempt = 0;
+  std::unique_ptr<grpc::Alarm> backoff;  // the wait before a resend
+
+  static void Attempt(AsyncCall* c) {
+    ++c->attempt;
+    c->ctx = std::make_unique<grpc::ClientContext>();
+    c->impl->SetDeadline(c->call, c->ctx.get());
+    if (c->deadline != std::chrono::system_clock::time_point::max()) {
+      c->ctx->set_deadline(c->deadline);
+    }
+    Impl::AddTrace(c->call, c->traceparent, c->ctx.get());
+    c->reply.Clear();
+    grpc::internal::CallbackUnaryCall(c->impl->channel.get(), *c->impl->execute_method,
+                                      c->ctx.get(), &c->body, &c->reply,
+                                      [c](grpc::Status status) { Done(c, status); });
+  }
+  // A cut answer is resent as the sync call resends it (ResendWait), after
+  // its backoff on a gRPC alarm: no thread sleeps.
+  static void Done(AsyncCall* c, const grpc::Status& status) {
+    Impl::ReadTrace(c->call, c->traceparent, *c->ctx);
+    absl::Status st = FromGrpcStatus(status);
+    if (!st.ok()) {
+      const std::optional<std::chrono::milliseconds> wait =
+          c->impl->ResendWait(st, c->attempt, c->body.Length(), c->deadline);
+      if (wait.has_value()) {
+        c->backoff = std::make_unique<grpc::Alarm>();
+        c->backoff->Set(std::chrono::system_clock::now() + *wait, [c](bool) { Attempt(c); });
+        return;
+      }
+    }
+    std::unique_ptr<AsyncCall> owned(c);
+    // The call may hold the last reference to the channel (the Client was
+    // destroyed while it ran). A channel must not be destroyed on the thread
+    // running its own callback (gRPC then frees its callback queue twice), so
+    // keep the reference here and, if it is the last, drop it on another thread.
+    std::shared_ptr<Impl> impl = std::move(owned->impl);
+    ExecuteCallback cb = std::move(owned->done);
+    if (!st.ok()) {
+      owned.reset();
+      cb(st);
+    } else {
+      v1::ExecuteResponse response;
+      absl::Status decoded = client_internal::DecodeExecuteReply(&owned->reply, &response);
+      owned.reset();
+      cb(decoded.ok() ? DecodeResponse(&response) : ExecuteResult(decoded));
+    }
+    if (impl.use_count() == 1) {
+      std::thread([last = std::move(impl)]() mutable { last.reset(); }).detach();
+    }
+  }
+};
+
 void Client::ExecuteAsync(absl::string_view op, const Attrs& attrs,
                           const std::vector<Tensor>& inputs, ExecuteCallback done,
                           const CallOptions& call) const {
-  // Everything the call needs lives here until gRPC runs the last attempt's
-  // completion, including a reference to the channel and stub. Its attempts
-  // come one after another (each starts from the previous one's completion
-  // or from the alarm that waits its backoff), so no two threads touch it
-  // at once.
-  struct AsyncCall {
-    std::shared_ptr<Impl> impl;
-    std::unique_ptr<grpc::ClientContext> ctx;  // a new one per attempt
-    grpc::ByteBuffer body;   // the request's bytes (client/unary_codec.h), resent as they are
-    grpc::ByteBuffer reply;  // this attempt's
-    ExecuteCallback done;
-    std::string traceparent;                         // one trace for every attempt
-    CallOptions call;                                // its deadline and trace settings
-    std::chrono::system_clock::time_point deadline;  // one for every attempt
-    int attempt = 0;
-    std::unique_ptr<grpc::Alarm> backoff;  // the wait before a resend
-
-    static void Attempt(AsyncCall* c) {
-      ++c->attempt;
-      c->ctx = std::make_unique<grpc::ClientContext>();
-      c->impl->SetDeadline(c->call, c->ctx.get());
-      if (c->deadline != std::chrono::system_clock::time_point::max()) {
-        c->ctx->set_deadline(c->deadline);
-      }
-      Impl::AddTrace(c->call, c->traceparent, c->ctx.get());
-      c->reply.Clear();
-      grpc::internal::CallbackUnaryCall(c->impl->channel.get(), *c->impl->execute_method,
-                                        c->ctx.get(), &c->body, &c->reply,
-                                        [c](grpc::Status status) { Done(c, status); });
-    }
-    // A cut answer is resent as the sync call resends it (ResendWait), after
-    // its backoff on a gRPC alarm: no thread sleeps.
-    static void Done(AsyncCall* c, const grpc::Status& status) {
-      Impl::ReadTrace(c->call, c->traceparent, *c->ctx);
-      absl::Status st = FromGrpcStatus(status);
-      if (!st.ok()) {
-        const std::optional<std::chrono::milliseconds> wait =
-            c->impl->ResendWait(st, c->attempt, c->body.Length(), c->deadline);
-        if (wait.has_value()) {
-          c->backoff = std::make_unique<grpc::Alarm>();
-          c->backoff->Set(std::chrono::system_clock::now() + *wait, [c](bool) { Attempt(c); });
-          return;
-        }
-      }
-      std::unique_ptr<AsyncCall> owned(c);
-      // The call may hold the last reference to the channel (the Client was
-      // destroyed while it ran). A channel must not be destroyed on the thread
-      // running its own callback (gRPC then frees its callback queue twice), so
-      // keep the reference here and, if it is the last, drop it on another thread.
-      std::shared_ptr<Impl> impl = std::move(owned->impl);
-      ExecuteCallback cb = std::move(owned->done);
-      if (!st.ok()) {
-        owned.reset();
-        cb(st);
-      } else {
-        v1::ExecuteResponse response;
-        absl::Status decoded = client_internal::DecodeExecuteReply(&owned->reply, &response);
-        owned.reset();
-        cb(decoded.ok() ? DecodeResponse(&response) : ExecuteResult(decoded));
-      }
-      if (impl.use_count() == 1) {
-        std::thread([last = std::move(impl)]() mutable { last.reset(); }).detach();
-      }
-    }
-  };
-  auto* c = new AsyncCall;
+  auto* c = new Impl::AsyncCall;
   c->impl = impl_;
   c->done = std::move(done);
   c->traceparent = Impl::Traceparent(call);
@@ -344,7 +345,7 @@ void Client::ExecuteAsync(absl::string_view op, const Attrs& attrs,
     return;
   }
   c->body = client_internal::EncodeExecuteRequest(&request, outside);
-  AsyncCall::Attempt(c);
+  Impl::AsyncCall::Attempt(c);
 }
 
 std::future<ExecuteResult> Client::ExecuteFuture(absl::string_view op, const Attrs& attrs,

@@ -193,6 +193,9 @@ struct Client::Impl {
     return bytes >= options.stream_threshold_bytes;
   }
 
+  // One ExecuteAsync call: its attempts, their backoffs and its end (client.cc).
+  struct AsyncCall;
+
   // Execute and chains: one Execute message or ExecuteStream, as UseStream says.
   ExecuteResult Call(absl::string_view op, const Attrs& attrs, const std::vector<Tensor>& inputs,
                      absl::Span<const ChainStep> then, const CallOptions& call) const;
