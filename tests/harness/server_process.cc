@@ -65,9 +65,12 @@ absl::Status ServerProcess::Start(const std::string& binary,
                                   const std::vector<std::string>& extra_args) {
   int pipe_fds[2];
   if (pipe(pipe_fds) != 0) return absl::InternalError("pipe failed");
-  // --http_port=-1 first (a later --http_port in extra_args wins): never the
-  // default 8000, which parallel tests would share.
-  std::vector<std::string> args = {binary, "--host=127.0.0.1", "--port=0", "--http_port=-1"};
+  // --http_port=-1 and --metrics_port=0 first (a later one in extra_args
+  // wins): never the defaults 8000 and 9464, which parallel tests would
+  // share (a test that passed no --metrics_port failed under ctest -j2 when
+  // another server held 9464).
+  std::vector<std::string> args = {binary, "--host=127.0.0.1", "--port=0", "--http_port=-1",
+                                   "--metrics_port=0"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   bool metrics_disabled = false;
   bool want_http = false;
