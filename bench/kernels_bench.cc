@@ -196,114 +196,127 @@ void RunCase(benchmark::State& state, const Case& c, int threads) {
   state.counters["x_memcpy_best"] = kernel_best < 1e30 ? memcpy_best / kernel_best : 0;
 }
 
+// Sequence lengths for `batch` sequences of up to `seq` steps: spread over
+// 0..seq (every length the kernels treat apart: 0, 1, partial, whole).
+std::vector<int64_t> SequenceLengths(int64_t batch, int64_t seq) {
+  std::vector<int64_t> lens;
+  for (int64_t i = 0; i < batch; ++i) lens.push_back((i * 7919) % (seq + 1));
+  return lens;
+}
+
+// One op per case for element type `dt`, `bytes` in all.
+void AddOpCases(DType dt, int64_t bytes, std::vector<Case>* out) {
+  std::vector<Case>& cases = *out;
+  const Attrs index{{"mode", AttrValue::String("index")}};
+  const Attrs mask{{"mode", AttrValue::String("mask")}};
+  const int64_t w = ElementWidth(dt);
+  const int64_t n = bytes / w;
+  const std::string t = std::string(DTypeName(dt));
+  const std::string sz = std::to_string(bytes >> 20) + "MiB";
+  // [a, b, c] with c = 256 elements per row.
+  const int64_t c = 256, a = 64, b = n / (a * c);
+  const Shape s3 = {a, b, c};
+  auto idx = [](std::vector<int64_t> v) {
+    return std::vector<std::pair<DType, std::vector<int64_t>>>{{DType::kInt64, v}};
+  };
+  cases.push_back({"Reverse/first_axis/" + t + "/" + sz, "Reverse", dt, s3, idx({0}), index});
+  cases.push_back({"Reverse/last_axis/" + t + "/" + sz, "Reverse", dt, s3, idx({2}), index});
+  cases.push_back({"Reverse/middle_axis/" + t + "/" + sz, "Reverse", dt, s3, idx({1}), index});
+  cases.push_back({"Reverse/all_axes/" + t + "/" + sz, "Reverse", dt, s3, idx({0, 1, 2}), index});
+  cases.push_back(
+      {"Reverse/mask_0_1/" + t + "/" + sz, "Reverse", dt, s3, {{DType::kBool, {1, 1, 0}}}, mask});
+  // ReverseSequence: batch-major [batch 64, seq b, 256] and time-major [seq b, batch 64, 256].
+  const std::vector<int64_t> lens = SequenceLengths(a, b);
+  cases.push_back({"ReverseSequence/batch_major/" + t + "/" + sz,
+                   "ReverseSequence",
+                   dt,
+                   s3,
+                   {{DType::kInt64, lens}},
+                   {{"batch_axis", AttrValue::Number(0)}, {"seq_axis", AttrValue::Number(1)}}});
+  cases.push_back({"ReverseSequence/time_major/" + t + "/" + sz,
+                   "onnx.ReverseSequence",
+                   dt,
+                   Shape{b, a, c},
+                   {{DType::kInt64, lens}},
+                   {}});
+  cases.push_back({"Roll/1_axis/" + t + "/" + sz,
+                   "Roll",
+                   dt,
+                   s3,
+                   {{DType::kInt64, {-3}}, {DType::kInt64, {1}}},
+                   {}});
+  cases.push_back({"Roll/2_axes/" + t + "/" + sz,
+                   "Roll",
+                   dt,
+                   s3,
+                   {{DType::kInt64, {5, -17}}, {DType::kInt64, {0, 2}}},
+                   {}});
+  cases.push_back({"Roll/3_axes_repeated/" + t + "/" + sz,
+                   "Roll",
+                   dt,
+                   s3,
+                   {{DType::kInt64, {1, -2, 3, 40}}, {DType::kInt64, {0, 1, 2, 0}}},
+                   {}});
+}
+
+// Chains of 2, 4 and 8 ops on [64, b, 256]: Reverses and Rolls on
+// different axes (one composed pass), and with a batch-major
+// ReverseSequence (fused rows of [seq, 256] runs).
+void AddChainCases(DType dt, int64_t bytes, std::vector<Case>* out) {
+  std::vector<Case>& cases = *out;
+  const Attrs index{{"mode", AttrValue::String("index")}};
+  const int64_t w = ElementWidth(dt);
+  const int64_t c = 256, a = 64, b = bytes / w / (a * c);
+  const Shape s3 = {a, b, c};
+  const std::string suffix =
+      "/" + std::string(DTypeName(dt)) + "/" + std::to_string(bytes >> 20) + "MiB";
+  auto rev = [&](int64_t axis) { return CaseStep{"Reverse", {{DType::kInt64, {axis}}}, index}; };
+  auto roll = [](int64_t shift, int64_t axis) {
+    return CaseStep{"Roll", {{DType::kInt64, {shift}}, {DType::kInt64, {axis}}}, {}};
+  };
+  const std::vector<int64_t> lens = SequenceLengths(a, b);
+  const CaseStep seq{"ReverseSequence",
+                     {{DType::kInt64, lens}},
+                     {{"batch_axis", AttrValue::Number(0)}, {"seq_axis", AttrValue::Number(1)}}};
+  const Extra axis0 = {{DType::kInt64, {0}}};
+  cases.push_back({"Chain/2_reverse_roll" + suffix, "Reverse", dt, s3, axis0, index, {roll(5, 2)}});
+  cases.push_back({"Chain/4_reverse_roll" + suffix,
+                   "Reverse",
+                   dt,
+                   s3,
+                   axis0,
+                   index,
+                   {roll(-3, 2), rev(1), roll(7, 0)}});
+  cases.push_back({"Chain/8_reverse_roll" + suffix,
+                   "Reverse",
+                   dt,
+                   s3,
+                   axis0,
+                   index,
+                   {roll(-3, 2), rev(1), roll(7, 0), rev(2), roll(11, 1), rev(0), roll(1, 2)}});
+  cases.push_back({"Chain/4_with_sequence" + suffix,
+                   "Reverse",
+                   dt,
+                   s3,
+                   axis0,
+                   index,
+                   {roll(-3, 2), seq, roll(7, 1)}});
+  cases.push_back({"Chain/8_with_sequence" + suffix,
+                   "Reverse",
+                   dt,
+                   s3,
+                   axis0,
+                   index,
+                   {roll(-3, 2), rev(1), seq, roll(7, 0), rev(2), roll(11, 1), rev(1)}});
+}
+
 // Shapes with `bytes` total for element width w.
 std::vector<Case> Cases(int64_t bytes) {
   std::vector<Case> cases;
-  const Attrs index{{"mode", AttrValue::String("index")}};
-  const Attrs mask{{"mode", AttrValue::String("mask")}};
   for (DType dt : {DType::kFloat32, DType::kUInt8, DType::kFloat16, DType::kFloat64}) {
-    const int64_t w = ElementWidth(dt);
-    const int64_t n = bytes / w;
-    const std::string t = std::string(DTypeName(dt));
-    const std::string sz = std::to_string(bytes >> 20) + "MiB";
-    // [a, b, c] with c = 256 elements per row.
-    const int64_t c = 256, a = 64, b = n / (a * c);
-    const Shape s3 = {a, b, c};
-    auto idx = [](std::vector<int64_t> v) {
-      return std::vector<std::pair<DType, std::vector<int64_t>>>{{DType::kInt64, v}};
-    };
-    cases.push_back({"Reverse/first_axis/" + t + "/" + sz, "Reverse", dt, s3, idx({0}), index});
-    cases.push_back({"Reverse/last_axis/" + t + "/" + sz, "Reverse", dt, s3, idx({2}), index});
-    cases.push_back({"Reverse/middle_axis/" + t + "/" + sz, "Reverse", dt, s3, idx({1}), index});
-    cases.push_back({"Reverse/all_axes/" + t + "/" + sz, "Reverse", dt, s3, idx({0, 1, 2}), index});
-    cases.push_back(
-        {"Reverse/mask_0_1/" + t + "/" + sz, "Reverse", dt, s3, {{DType::kBool, {1, 1, 0}}}, mask});
-    // ReverseSequence: batch-major [batch 64, seq b, 256] and time-major [seq b, batch 64, 256].
-    std::vector<int64_t> lens;
-    for (int64_t i = 0; i < a; ++i) lens.push_back((i * 7919) % (b + 1));
-    cases.push_back({"ReverseSequence/batch_major/" + t + "/" + sz,
-                     "ReverseSequence",
-                     dt,
-                     s3,
-                     {{DType::kInt64, lens}},
-                     {{"batch_axis", AttrValue::Number(0)}, {"seq_axis", AttrValue::Number(1)}}});
-    std::vector<int64_t> lens_t;
-    for (int64_t i = 0; i < a; ++i) lens_t.push_back((i * 7919) % (b + 1));
-    cases.push_back({"ReverseSequence/time_major/" + t + "/" + sz,
-                     "onnx.ReverseSequence",
-                     dt,
-                     Shape{b, a, c},
-                     {{DType::kInt64, lens_t}},
-                     {}});
-    cases.push_back({"Roll/1_axis/" + t + "/" + sz,
-                     "Roll",
-                     dt,
-                     s3,
-                     {{DType::kInt64, {-3}}, {DType::kInt64, {1}}},
-                     {}});
-    cases.push_back({"Roll/2_axes/" + t + "/" + sz,
-                     "Roll",
-                     dt,
-                     s3,
-                     {{DType::kInt64, {5, -17}}, {DType::kInt64, {0, 2}}},
-                     {}});
-    cases.push_back({"Roll/3_axes_repeated/" + t + "/" + sz,
-                     "Roll",
-                     dt,
-                     s3,
-                     {{DType::kInt64, {1, -2, 3, 40}}, {DType::kInt64, {0, 1, 2, 0}}},
-                     {}});
+    AddOpCases(dt, bytes, &cases);
   }
-  // Chains of 2, 4 and 8 ops on [64, b, 256]: Reverses and Rolls on
-  // different axes (one composed pass), and with a batch-major
-  // ReverseSequence (fused rows of [seq, 256] runs).
-  for (DType dt : {DType::kFloat32, DType::kUInt8}) {
-    const int64_t w = ElementWidth(dt);
-    const int64_t c = 256, a = 64, b = bytes / w / (a * c);
-    const Shape s3 = {a, b, c};
-    const std::string suffix =
-        "/" + std::string(DTypeName(dt)) + "/" + std::to_string(bytes >> 20) + "MiB";
-    auto rev = [&](int64_t axis) { return CaseStep{"Reverse", {{DType::kInt64, {axis}}}, index}; };
-    auto roll = [](int64_t shift, int64_t axis) {
-      return CaseStep{"Roll", {{DType::kInt64, {shift}}, {DType::kInt64, {axis}}}, {}};
-    };
-    std::vector<int64_t> lens;
-    for (int64_t i = 0; i < a; ++i) lens.push_back((i * 7919) % (b + 1));
-    const CaseStep seq{"ReverseSequence",
-                       {{DType::kInt64, lens}},
-                       {{"batch_axis", AttrValue::Number(0)}, {"seq_axis", AttrValue::Number(1)}}};
-    const Extra axis0 = {{DType::kInt64, {0}}};
-    cases.push_back(
-        {"Chain/2_reverse_roll" + suffix, "Reverse", dt, s3, axis0, index, {roll(5, 2)}});
-    cases.push_back({"Chain/4_reverse_roll" + suffix,
-                     "Reverse",
-                     dt,
-                     s3,
-                     axis0,
-                     index,
-                     {roll(-3, 2), rev(1), roll(7, 0)}});
-    cases.push_back({"Chain/8_reverse_roll" + suffix,
-                     "Reverse",
-                     dt,
-                     s3,
-                     axis0,
-                     index,
-                     {roll(-3, 2), rev(1), roll(7, 0), rev(2), roll(11, 1), rev(0), roll(1, 2)}});
-    cases.push_back({"Chain/4_with_sequence" + suffix,
-                     "Reverse",
-                     dt,
-                     s3,
-                     axis0,
-                     index,
-                     {roll(-3, 2), seq, roll(7, 1)}});
-    cases.push_back({"Chain/8_with_sequence" + suffix,
-                     "Reverse",
-                     dt,
-                     s3,
-                     axis0,
-                     index,
-                     {roll(-3, 2), rev(1), seq, roll(7, 0), rev(2), roll(11, 1), rev(1)}});
-  }
+  for (DType dt : {DType::kFloat32, DType::kUInt8}) AddChainCases(dt, bytes, &cases);
   return cases;
 }
 
