@@ -228,6 +228,23 @@ std::string DataFieldPath(const ModelInferRequest& m, absl::string_view path) {
   return absl::StrCat("inputs[", i, "].contents.", set.front()->name(), rest);
 }
 
+// What both renderings of a reply write the same way: the model's names and
+// an output's metadata (its bytes go where each rendering puts them).
+void SetModelNames(absl::string_view name, absl::string_view version, absl::string_view id,
+                   inference::ModelInferResponse* response) {
+  response->set_model_name(std::string(name));
+  response->set_model_version(std::string(version));
+  response->set_id(std::string(id));
+}
+
+void AddOutputTensor(absl::string_view name, absl::string_view datatype,
+                     absl::Span<const int64_t> shape, inference::ModelInferResponse* response) {
+  auto* t = response->add_outputs();
+  t->set_name(std::string(name));
+  t->set_datatype(std::string(datatype));
+  for (int64_t d : shape) t->add_shape(d);
+}
+
 }  // namespace
 
 ProtoInferRequest::ProtoInferRequest(const ModelInferRequest& m) {
@@ -258,17 +275,12 @@ ProtoInferRequest::ProtoInferRequest(const ModelInferRequest& m) {
 
 void ProtoInferResponse::SetModel(absl::string_view name, absl::string_view version,
                                   absl::string_view id) {
-  response_->set_model_name(std::string(name));
-  response_->set_model_version(std::string(version));
-  response_->set_id(std::string(id));
+  SetModelNames(name, version, id, response_);
 }
 
 char* ProtoInferResponse::AddOutput(absl::string_view name, absl::string_view datatype,
                                     absl::Span<const int64_t> shape, int64_t bytes) {
-  auto* t = response_->add_outputs();
-  t->set_name(std::string(name));
-  t->set_datatype(std::string(datatype));
-  for (int64_t d : shape) t->add_shape(d);
+  AddOutputTensor(name, datatype, shape, response_);
   std::string* raw = response_->add_raw_output_contents();
   if (bytes == 0) return raw->data();
   raw->reserve(static_cast<size_t>(bytes));
@@ -279,17 +291,12 @@ char* ProtoInferResponse::AddOutput(absl::string_view name, absl::string_view da
 
 void SliceInferResponse::SetModel(absl::string_view name, absl::string_view version,
                                   absl::string_view id) {
-  header_->set_model_name(std::string(name));
-  header_->set_model_version(std::string(version));
-  header_->set_id(std::string(id));
+  SetModelNames(name, version, id, header_);
 }
 
 char* SliceInferResponse::AddOutput(absl::string_view name, absl::string_view datatype,
                                     absl::Span<const int64_t> shape, int64_t bytes) {
-  auto* t = header_->add_outputs();
-  t->set_name(std::string(name));
-  t->set_datatype(std::string(datatype));
-  for (int64_t d : shape) t->add_shape(d);
+  AddOutputTensor(name, datatype, shape, header_);
   outputs_.emplace_back(bytes);
   return outputs_.back().data();
 }
