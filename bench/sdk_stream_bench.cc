@@ -17,8 +17,14 @@
 // first call's figures over the warm calls' medians. Started against a fresh server, it compares
 // a fresh server's first call with its warm ones.
 //
+// The process runs with tensorops::TuneMallocForBigTensors() (the SDK's
+// advice for a process that moves big tensors; the echo's load_tool runs
+// with the same malloc settings) unless --malloc_tuning=false, which shows
+// what a caller who skips it pays.
+//
 // Usage: sdk_stream_bench --address=127.0.0.1:PORT [--tensor_bytes=1073741824]
 //                         [--calls=3] [--flow=true] [--server_pid=PID]
+//                         [--malloc_tuning=true]
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -44,6 +50,7 @@ ABSL_FLAG(std::string, address, "", "the server, HOST:PORT");
 ABSL_FLAG(int64_t, tensor_bytes, int64_t{1} << 30, "bytes of the UINT8 tensor rolled");
 ABSL_FLAG(int, calls, 3, "calls, one after the other");
 ABSL_FLAG(bool, flow, true, "a flowing stream (CallOptions::flow)");
+ABSL_FLAG(bool, malloc_tuning, true, "call tensorops::TuneMallocForBigTensors() first");
 ABSL_FLAG(bool, channel_per_call, false,
           "a new Client (its own channel and connection) for each call: the first call's "
           "connection cost in every call");
@@ -131,6 +138,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "sdk_stream_bench --address=HOST:PORT [--tensor_bytes=N] [--calls=3] [--flow=true]");
   absl::ParseCommandLine(argc, argv);
+  if (absl::GetFlag(FLAGS_malloc_tuning)) tensorops::TuneMallocForBigTensors();
   const std::string address = absl::GetFlag(FLAGS_address);
   const int64_t bytes = absl::GetFlag(FLAGS_tensor_bytes);
   const int calls = absl::GetFlag(FLAGS_calls);

@@ -27,6 +27,7 @@
 #include "client/wire_codec.h"
 #include "google/rpc/error_details.pb.h"
 #include "grpc/health/v1/health.pb.h"
+#include "kernels/huge_pages.h"
 #include "tensorops/v1/tensorops.grpc.pb.h"
 #include "wire/limits.h"
 #include "wire/status.h"
@@ -140,6 +141,8 @@ ExecuteResult DecodeResponse(v1::ExecuteResponse* response) {
 
 Client::Client(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Client::~Client() = default;
+
+bool TuneMallocForBigTensors() { return TuneMallocForBigBuffers(); }
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
   if (options.target.empty()) return absl::InvalidArgumentError("ClientOptions.target is empty");

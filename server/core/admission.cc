@@ -121,6 +121,7 @@ void AdmissionController::EndWaitersLocked(Ended* ended) {
   for (Waiter& w : waiters_) ended->emplace_back(std::move(w.done), DrainingError(kShuttingDown));
   waiters_.clear();
   waiting_bytes_ = 0;
+  waiting_held_ = 0;
 }
 
 void AdmissionController::Close() {
@@ -145,20 +146,22 @@ AdmissionController::~AdmissionController() {
   if (timer_.joinable()) timer_.join();
 }
 
-void AdmissionController::WaitForBytes(AdmissionTicket* ticket, int64_t bytes, absl::Time until,
-                                       absl::Status refusal, WaitDone done) {
+void AdmissionController::WaitForBytes(AdmissionTicket* ticket, int64_t bytes, int64_t held,
+                                       absl::Time until, absl::Status refusal, WaitDone done) {
   Ended ended;
   {
     std::lock_guard<std::mutex> lock(mu_);
     const int64_t growth = bytes - ticket->bytes_;
     if (closed_ || stop_) {
       ended.emplace_back(std::move(done), DrainingError(kShuttingDown));
-    } else if (waiting_bytes_ + growth > max_inflight_bytes_) {
-      // What waits already adds up to the whole budget: no point in more.
+    } else if (waiting_held_ + held > max_inflight_bytes_) {
+      // The waiters would hold more than the whole budget in memory that no
+      // ticket counts: no more of them.
       ended.emplace_back(std::move(done), std::move(refusal));
     } else {
-      waiters_.push_back(Waiter{ticket, growth, until, std::move(refusal), std::move(done)});
+      waiters_.push_back(Waiter{ticket, growth, held, until, std::move(refusal), std::move(done)});
       waiting_bytes_ += growth;
+      waiting_held_ += held;
       if (!timer_.joinable()) timer_ = std::thread([this] { TimerLoop(); });
       timer_cv_.notify_one();
       Pump(absl::Now(), &ended);  // bytes freed since the refusal
@@ -186,6 +189,7 @@ void AdmissionController::Pump(absl::Time now, Ended* ended) {
       Notify();
     }
     waiting_bytes_ -= w.growth;
+    waiting_held_ -= w.held;
     ended->emplace_back(std::move(w.done), std::move(s));
     waiters_.pop_front();
   }
@@ -195,6 +199,7 @@ void AdmissionController::Pump(absl::Time now, Ended* ended) {
       continue;
     }
     waiting_bytes_ -= it->growth;
+    waiting_held_ -= it->held;
     ended->emplace_back(std::move(it->done), std::move(it->refusal));
     it = waiters_.erase(it);
   }

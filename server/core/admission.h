@@ -99,14 +99,16 @@ class AdmissionController {
   // After Admit (Queue::kNow) or a reservation's AdmitReserved was refused
   // with `refusal`, INFLIGHT_BYTES_EXHAUSTED (the budget busy): waits until
   // `bytes` fit, then admits `ticket` (empty, or the reservation) for them
-  // with a queue slot, as those would, and calls done(OK). At `until`, at
-  // Close(), or at once when what waits already adds up to the whole budget,
-  // done gets `refusal` (UNAVAILABLE at Close; RESOURCE_EXHAUSTED naming
-  // --max_queue when the bytes fit but the queue is full). `done` runs
-  // exactly once, possibly before WaitForBytes returns; `ticket` must stay
-  // put until then.
-  void WaitForBytes(AdmissionTicket* ticket, int64_t bytes, absl::Time until, absl::Status refusal,
-                    WaitDone done);
+  // with a queue slot, as those would, and calls done(OK). `held` is what
+  // the waiter already holds in memory outside the budget (a gRPC message
+  // received whole; 0 for an HTTP body, which its reservation counts). At
+  // `until`, at Close(), or at once when what the waiters hold would pass
+  // the whole budget, done gets `refusal` (UNAVAILABLE at Close;
+  // RESOURCE_EXHAUSTED naming --max_queue when the bytes fit but the queue
+  // is full). `done` runs exactly once, possibly before WaitForBytes
+  // returns; `ticket` must stay put until then.
+  void WaitForBytes(AdmissionTicket* ticket, int64_t bytes, int64_t held, absl::Time until,
+                    absl::Status refusal, WaitDone done);
   // The drain: from now on Admit refuses with UNAVAILABLE, so once WaitIdle
   // returns true nothing is admitted any more; waiting calls are refused.
   // A ticket's EnterQueue still works for streams admitted before (their
@@ -127,6 +129,7 @@ class AdmissionController {
   struct Waiter {
     AdmissionTicket* ticket;
     int64_t growth;  // what the ticket grows by when admitted
+    int64_t held;    // what it holds in memory outside the budget meanwhile
     absl::Time until;
     absl::Status refusal;
     WaitDone done;
@@ -172,6 +175,11 @@ class AdmissionController {
   bool closed_ = false;           // guarded by mu_
   std::deque<Waiter> waiters_;    // guarded by mu_; first come first
   int64_t waiting_bytes_ = 0;     // guarded by mu_: what the waiters ask for
+  // Guarded by mu_: what the waiters hold outside the budget. Bounded by the
+  // budget: it is memory no ticket counts. What they ask for is not bounded
+  // here (it is not taken until they are admitted, and `until` bounds the
+  // wait): a REST call waiting for its output's bytes holds nothing new.
+  int64_t waiting_held_ = 0;
   // Refuses waiters at their time when nothing frees bytes before it;
   // started with the first waiter.
   std::thread timer_;

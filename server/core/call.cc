@@ -147,8 +147,11 @@ void Call::WaitForBudget(int64_t bytes, absl::Status refusal) {
   // or the controller's timer. Admitted, the call goes on from the pool, as
   // any queued call does; refused, it ends there and then (through the pool
   // its refusal would wait for the very kernels that hold the budget).
+  // A gRPC message arrived whole before its call asked: it is in memory, and
+  // no ticket counts it while it waits. An HTTP body's reservation does.
+  const int64_t held = std::max<int64_t>(0, request_bytes_ - ticket_.bytes());
   pipeline_->admission_->WaitForBytes(
-      &ticket_, bytes, until, std::move(refusal), [this](absl::Status s) {
+      &ticket_, bytes, held, until, std::move(refusal), [this](absl::Status s) {
         if (s.ok()) {
           pipeline_->pool_->Schedule([this] {
             const LogCallScope log_scope(trace_.trace_id_hex(), trace_.span_id_hex());

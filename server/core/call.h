@@ -87,16 +87,19 @@ namespace tensorops {
 // across the pool.
 inline constexpr int64_t kDefaultInlineMaxBytes = int64_t{1} << 20;
 
-// Default of CallPipeline::Options::budget_wait. Both doors share one
-// budget and a REST body takes its bytes when its header arrives, a gRPC
-// message only once it has arrived whole: under a mixed burst in a 1 GiB
-// container the REST calls held the whole budget when the gRPC calls came,
-// and all 16 gRPC calls were refused. Waiting (first come, first served)
-// lets the later door in as soon as the earlier one's calls finish
-// (docs/reliability.md, "Memory limit", has the runs); a second is several
-// times a 64 MiB call's run there, and short enough that a refused caller
-// still hears back soon (its retry comes after the RetryInfo's 100 ms).
-inline constexpr absl::Duration kDefaultBudgetWait = absl::Seconds(1);
+// Default of CallPipeline::Options::budget_wait (--budget_wait). Both doors
+// share one budget and a REST body takes its bytes when its header arrives,
+// a gRPC message only once it has arrived whole: under a mixed burst in a
+// 1 GiB container the REST calls held the whole budget when the gRPC calls
+// came, and all 16 gRPC calls were refused. Waiting (first come, first
+// served) lets the later door in as soon as the earlier one's calls finish.
+// Those REST calls held the budget while their bodies arrived, 4.5-5.0 s
+// under that burst (docs/reliability.md, "Memory limit"): with 1 s the gRPC
+// calls that came ~1 s later were all refused, the message each had already
+// received thrown away. A caller's deadline bounds the wait too, and what
+// the waiters hold is bounded by the budget (AdmissionController::
+// WaitForBytes), so a longer wait costs time, not memory.
+inline constexpr absl::Duration kDefaultBudgetWait = absl::Seconds(10);
 
 // What every call of one service shares.
 class CallPipeline {

@@ -28,6 +28,14 @@ grpc::Slice SliceBuffer::Release() {
 }
 
 absl::Status ParseRequest(grpc::ByteBuffer* buffer, google::protobuf::Message* message) {
+  // gRPC runs a raw method's handler even when the request never arrived
+  // (its stream was reset first, e.g. by the memory quota's reclaimer), with
+  // no buffer at all; an empty message arrives as an empty buffer. Without
+  // this, such a call was logged and counted as INVALID_ARGUMENT "op is
+  // empty" (memory_limit_e2e_test's access log).
+  if (!buffer->Valid()) {
+    return absl::CancelledError("the request never arrived: the call ended before its message");
+  }
   bool parsed;
   {
     // As gRPC's own deserialiser (GenericDeserialize): protobuf reads the

@@ -67,7 +67,8 @@ class SliceBuffer {
 
 // Parses `buffer` (a request as gRPC received it) into `message`, reading
 // gRPC's slices in place; the buffer is cleared (its slices freed) once
-// parsed. Not a valid message: INVALID_ARGUMENT naming the defect.
+// parsed. Not a valid message: INVALID_ARGUMENT naming the defect; no
+// message at all (the call ended before it arrived): CANCELLED.
 absl::Status ParseRequest(grpc::ByteBuffer* buffer, google::protobuf::Message* message);
 
 // `message` serialised into `reply` as gRPC's own serialiser does.

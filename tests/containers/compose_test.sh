@@ -134,8 +134,15 @@ cleanup() {
   remove_project
   stop_pids
   rm -rf "$W"
+  # Last, after every log tail above: what failed, where (CI shows the end).
+  if [ $rc -ne 0 ]; then
+    echo "compose_test: FAILED (exit $rc) after phases [${PHASES[*]:-none}]:" \
+      "${FAIL_MESSAGE:-a command failed: $FAILED_COMMAND}" >&2
+  fi
   exit $rc
 }
+FAILED_COMMAND="(unknown)"
+trap 'FAILED_COMMAND="line $LINENO: $BASH_COMMAND (exit $?)"' ERR
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 

@@ -8,7 +8,9 @@
 // call's result is checked byte for byte.
 //
 // Needs root and a writable cgroup hierarchy; skipped (ctest SKIP) otherwise.
-// Label "memlimit"; 30-60 s on 2 cores.
+// Label "memlimit"; 30-60 s on 2 cores. MEMLIMIT_DUMP=1 prints the server's
+// log after the burst (with MEMLIMIT_TEST_SERVER_FLAG=--access_log=true, a
+// line for every call: when each was refused, and why).
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -352,6 +354,7 @@ TEST(MemoryLimitE2ETest, BurstPastTheLimitIsRefusedNotKilled) {
       static_cast<long long>(server.StatusKiB("VmHWM:") >> 10));
   for (const std::string& s : others) std::printf("  %s\n", s.c_str());
   for (const auto& [message, n] : refusals) std::printf("  %d x %s\n", n, message.c_str());
+  if (std::getenv("MEMLIMIT_DUMP")) std::printf("%s", ReadFile(log_path).c_str());
 
   EXPECT_EQ(cgroup.OomKills(), 0);
   EXPECT_TRUE(server.Signal(0)) << "the server died";

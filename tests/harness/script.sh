@@ -14,7 +14,13 @@ T0=${T0:-$EPOCHREALTIME}
 PIDS=()
 
 log() { awk -v t="$EPOCHREALTIME" -v t0="$T0" -v m="$*" 'BEGIN { printf "[%6.1fs] %s\n", t - t0, m }'; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
+# FAIL_MESSAGE keeps the reason, for a summary line at the very end of a
+# long output (CI shows its tail).
+fail() {
+  FAIL_MESSAGE="$*"
+  echo "FAIL: $*" >&2
+  exit 1
+}
 
 wait_for() {
   local secs=$1 what=$2; shift 2

@@ -521,6 +521,25 @@ class TENSOROPS_EXPORT OpChain {
   std::vector<ChainStep> ops_;  // ops_[0]: the call's op; ops_[i]: then[i - 1]
 };
 
+// Sets this process's glibc malloc for big tensors, as tensorops-server
+// runs by default: blocks up to 32 MiB from the heap, up to 1 GiB of freed
+// memory kept in it, one arena. Without it, glibc gives freed memory back to
+// the kernel at once and a process that receives big tensors faults their
+// pages in again on every call (gRPC's receive buffers: a 1 GiB streamed
+// Roll took 60-165k page faults and 1.31-1.58 s a call, against 0 faults and
+// 1.08 s with it; BENCHMARKS.md, "SDK streamed call"). The price: freed
+// memory stays in the process (up to 1 GiB) and every thread shares one
+// heap lock. Process-wide, so the SDK never does it by itself: call it
+// once, early, before other threads start, if the process is mostly about
+// big tensors (the tensorops CLI does). False off glibc (nothing done).
+//
+// Example:
+//   int main() {
+//     tensorops::TuneMallocForBigTensors();
+//     auto client = tensorops::Client::Create(options);
+//     ...
+TENSOROPS_EXPORT bool TuneMallocForBigTensors();
+
 }  // namespace client_v1
 }  // namespace tensorops
 

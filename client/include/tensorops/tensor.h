@@ -210,7 +210,7 @@ class TENSOROPS_EXPORT Tensor {
   const void* data_ = nullptr;  // owned_ data or caller memory
   int64_t num_bytes_ = 0;
   bool is_view_ = false;
-  std::shared_ptr<const std::string> owned_;                 // non-STRING
+  std::shared_ptr<const void> owned_;                        // non-STRING: keeps data_
   std::shared_ptr<const std::vector<std::string>> strings_;  // STRING
 };
 

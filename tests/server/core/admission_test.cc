@@ -244,7 +244,8 @@ TEST_F(AdmissionTest, AWaiterIsAdmittedWhenBytesComeBackAheadOfNewRequests) {
   EXPECT_EQ(ErrorReason(refused.status()), "INFLIGHT_BYTES_EXHAUSTED");
   AdmissionTicket ticket;
   Wait wait;
-  admission.WaitForBytes(&ticket, 50, absl::Now() + absl::Seconds(60), refused.status(),
+  // A gRPC message of 20 received whole, with an output of 30.
+  admission.WaitForBytes(&ticket, 50, 20, absl::Now() + absl::Seconds(60), refused.status(),
                          wait.Done());
   EXPECT_FALSE(wait.Ended());
   EXPECT_EQ(admission.waiting(), 1);
@@ -278,7 +279,7 @@ TEST_F(AdmissionTest, AWaiterIsRefusedAtItsTimeOrAtClose) {
   AdmissionTicket timed;
   Wait wait;
   const absl::Time t0 = absl::Now();
-  admission.WaitForBytes(&timed, 50, t0 + absl::Milliseconds(100), refusal, wait.Done());
+  admission.WaitForBytes(&timed, 50, 20, t0 + absl::Milliseconds(100), refusal, wait.Done());
   ASSERT_EQ(wait.result.wait_for(std::chrono::seconds(10)), std::future_status::ready);
   const absl::Status s = wait.result.get();
   EXPECT_GE(absl::Now() - t0, absl::Milliseconds(100));
@@ -289,7 +290,7 @@ TEST_F(AdmissionTest, AWaiterIsRefusedAtItsTimeOrAtClose) {
   // The drain refuses what waits: UNAVAILABLE, as a new call.
   AdmissionTicket drained;
   Wait closed;
-  admission.WaitForBytes(&drained, 50, absl::Now() + absl::Seconds(60), refusal, closed.Done());
+  admission.WaitForBytes(&drained, 50, 20, absl::Now() + absl::Seconds(60), refusal, closed.Done());
   admission.Close();
   ASSERT_TRUE(closed.Ended());
   EXPECT_EQ(closed.result.get().code(), absl::StatusCode::kUnavailable);
@@ -297,7 +298,7 @@ TEST_F(AdmissionTest, AWaiterIsRefusedAtItsTimeOrAtClose) {
   EXPECT_EQ(admission.inflight_bytes(), 80);
 }
 
-TEST_F(AdmissionTest, AWaitingReservationBecomesTheTicketAndTheRoomHoldsOneBudget) {
+TEST_F(AdmissionTest, AWaitingReservationBecomesTheTicketAndWaitersHoldAtMostOneBudget) {
   AdmissionController admission = MakeController(4, 100);
   Limit limit;
   absl::StatusOr<AdmissionTicket> held = admission.Admit(60, Queue::kNow, &limit);
@@ -307,23 +308,39 @@ TEST_F(AdmissionTest, AWaitingReservationBecomesTheTicketAndTheRoomHoldsOneBudge
   // Its call needs 70 in all (40 more than the body's 30): 130 > 100.
   const absl::Status refusal = body->AdmitReserved(70, Queue::kNow, &limit);
   ASSERT_EQ(ErrorReason(refusal), "INFLIGHT_BYTES_EXHAUSTED");
+  // The body is counted by its reservation: it holds nothing outside the budget.
   Wait wait;
-  admission.WaitForBytes(&*body, 70, absl::Now() + absl::Seconds(60), refusal, wait.Done());
-  // Waiters may ask for the budget once over, no more: 40 + 70 > 100.
+  admission.WaitForBytes(&*body, 70, 0, absl::Now() + absl::Seconds(60), refusal, wait.Done());
+  // Messages received whole wait while what they hold fits the budget once:
+  // 60 does, and asks for more than is free behind the body (what they ask
+  // for is bounded by their time, not here); another 50 would make 110.
   AdmissionTicket second;
+  Wait second_wait;
+  admission.WaitForBytes(&second, 90, 60, absl::Now() + absl::Seconds(60), refusal,
+                         second_wait.Done());
+  AdmissionTicket third;
   Wait full;
-  admission.WaitForBytes(&second, 70, absl::Now() + absl::Seconds(60), refusal, full.Done());
+  admission.WaitForBytes(&third, 60, 50, absl::Now() + absl::Seconds(60), refusal, full.Done());
   ASSERT_TRUE(full.Ended());
   EXPECT_EQ(ErrorReason(full.result.get()), "INFLIGHT_BYTES_EXHAUSTED");
   EXPECT_FALSE(wait.Ended());
+  EXPECT_FALSE(second_wait.Ended());
+  EXPECT_EQ(admission.waiting(), 2);
+  // First come, first served: the body first (30 + 40), the second behind it.
   held->Release();
   ASSERT_TRUE(wait.Ended());
   EXPECT_TRUE(wait.result.get().ok());
+  EXPECT_FALSE(second_wait.Ended());
   EXPECT_TRUE(body->request());
   EXPECT_EQ(body->bytes(), 70);
   EXPECT_EQ(admission.inflight_bytes(), 70);
   EXPECT_EQ(admission.inflight_requests(), 1);
   body->Release();
+  ASSERT_TRUE(second_wait.Ended());
+  EXPECT_TRUE(second_wait.result.get().ok());
+  EXPECT_EQ(second.bytes(), 90);
+  EXPECT_EQ(admission.waiting(), 0);
+  second.Release();
   EXPECT_EQ(admission.inflight_bytes(), 0);
 }
 
