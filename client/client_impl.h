@@ -53,6 +53,10 @@ struct StreamInput {
   int64_t bytes = 0;
 };
 
+// A streamed call's progress, shared by its sending and reading threads
+// (stream_call.cc).
+class ProgressState;
+
 struct Client::Impl {
   ClientOptions options;
   std::shared_ptr<grpc::Channel> channel;
@@ -71,6 +75,9 @@ struct Client::Impl {
   // again (after sleeping its backoff): see the definition (retry.cc).
   bool ResendCutAnswer(const absl::Status& st, int attempt, size_t request_bytes,
                        std::chrono::system_clock::time_point deadline) const;
+  // True for a call that failed before any server saw it: the pick found
+  // no replica whose health watch had answered (retry.cc).
+  static bool NeverSent(const absl::Status& st);
   // The same decision without the sleep, for calls that must not block
   // (ExecuteAsync): the backoff to wait before the resend, or nullopt for
   // none.
@@ -207,6 +214,13 @@ struct Client::Impl {
   absl::Status Stream(absl::string_view op, const Attrs& attrs,
                       const std::vector<StreamInput>& inputs, absl::Span<const ChainStep> then,
                       const CallOptions& call, StreamSink* sink) const;
+  // One ExecuteStream attempt of Stream; *output_started if any output
+  // reached the sink (it was then Discarded if the attempt failed).
+  absl::Status StreamAttempt(const grpc::ByteBuffer& header_buffer,
+                             const std::vector<StreamInput>& inputs, const CallOptions& call,
+                             std::chrono::system_clock::time_point deadline,
+                             const std::string& traceparent, StreamSink* sink,
+                             ProgressState* progress, bool* output_started) const;
   absl::StatusOr<v1::ExecuteStreamRequest> StreamHeader(absl::string_view op, const Attrs& attrs,
                                                         const std::vector<StreamInput>& inputs,
                                                         absl::Span<const ChainStep> then,

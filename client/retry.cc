@@ -59,6 +59,11 @@ std::string ServiceConfigJson(const ClientOptions& options) {
   return json;
 }
 
+bool Client::Impl::NeverSent(const absl::Status& st) {
+  return st.code() == absl::StatusCode::kUnavailable &&
+         absl::StrContains(st.message(), "health check call failed");
+}
+
 bool Client::Impl::ResendCutAnswer(const absl::Status& st, int attempt, size_t request_bytes,
                                    std::chrono::system_clock::time_point deadline) const {
   const std::optional<std::chrono::milliseconds> wait =
@@ -101,7 +106,7 @@ std::optional<std::chrono::milliseconds> Client::Impl::ResendWait(
   const bool unbuffered = unavailable && static_cast<int64_t>(request_bytes) > r.max_buffered_bytes;
   const bool broken = unavailable && (absl::StrContains(st.message(), "Connection reset") ||
                                       absl::StrContains(st.message(), "Socket closed"));
-  const bool unwatched = unavailable && absl::StrContains(st.message(), "health check call failed");
+  const bool unwatched = NeverSent(st);
   if (!(cut || unbuffered || broken || unwatched) || !r.enabled || attempt >= r.max_attempts) {
     return std::nullopt;
   }

@@ -48,6 +48,10 @@ struct StreamedOutput {
   bool started = false;
 };
 
+}  // namespace
+
+// Not in the anonymous namespace: Client::Impl::StreamAttempt takes it
+// (client_impl.h declares it).
 // Progress of a streamed call. Flowing, the replies are read on a thread of
 // their own while the calling thread sends; this is what they share, so
 // that the callback still runs on the calling thread only (a caller's
@@ -120,6 +124,8 @@ class ProgressState {
   bool reader_done_ = false;         // guarded by mu_
   const ProgressCallback* callback_;
 };
+
+namespace {
 
 using RawStream = grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
 
@@ -404,6 +410,60 @@ absl::StatusOr<v1::ExecuteStreamRequest> Client::Impl::StreamHeader(
   return header_msg;
 }
 
+absl::Status Client::Impl::StreamAttempt(const grpc::ByteBuffer& header_buffer,
+                                         const std::vector<StreamInput>& inputs,
+                                         const CallOptions& call,
+                                         std::chrono::system_clock::time_point deadline,
+                                         const std::string& traceparent, StreamSink* sink,
+                                         ProgressState* progress, bool* output_started) const {
+  const int64_t chunk_bytes = std::max<int64_t>(1, options.stream_chunk_bytes);
+  grpc::ClientContext ctx;
+  SetDeadline(call, &ctx);
+  if (deadline != std::chrono::system_clock::time_point::max()) ctx.set_deadline(deadline);
+  AddTrace(call, traceparent, &ctx);
+  std::unique_ptr<RawStream> stream(
+      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
+          channel.get(), *stream_method, &ctx));
+  ReplyReader reader(call.flow, {sink}, progress);
+  absl::Status reply_error;
+  absl::Status send_error;
+  if (call.flow) {
+    // The output comes back while the input goes out: a thread reads it, or
+    // the server's window would fill and both sides wait on each other.
+    std::thread read_thread([&] {
+      reply_error = reader.ReadAll(stream.get());
+      if (!reply_error.ok()) ctx.TryCancel();
+      progress->ReaderDone();
+    });
+    if (stream->Write(header_buffer)) {
+      SendInputs(stream.get(), inputs, chunk_bytes, progress, &send_error);
+    }
+    if (!send_error.ok()) ctx.TryCancel();
+    progress->ReportUntilReaderDone();
+    read_thread.join();
+  } else {
+    if (stream->Write(header_buffer)) {
+      SendInputs(stream.get(), inputs, chunk_bytes, progress, &send_error);
+    }
+    if (!send_error.ok()) ctx.TryCancel();
+    reply_error = reader.ReadAll(stream.get());
+    if (!reply_error.ok()) ctx.TryCancel();
+  }
+  absl::Status st = FromGrpcStatus(stream->Finish());
+  ReadTrace(call, traceparent, ctx);
+  if (!send_error.ok()) st = send_error;
+  if (!reply_error.ok()) st = reply_error;
+  if (st.ok()) st = reader.Check();
+  for (const StreamedOutput& o : reader.outputs()) *output_started = *output_started || o.started;
+  if (!st.ok()) {
+    // Output already placed is void (a flowing call's bytes come before its status).
+    for (const StreamedOutput& o : reader.outputs()) {
+      if (o.started) o.sink->Discard();
+    }
+  }
+  return st;
+}
+
 absl::Status Client::Impl::Stream(absl::string_view op, const Attrs& attrs,
                                   const std::vector<StreamInput>& inputs,
                                   absl::Span<const ChainStep> then, const CallOptions& call,
@@ -424,51 +484,23 @@ absl::Status Client::Impl::Stream(absl::string_view op, const Attrs& attrs,
            .ok()) {
     return absl::InternalError("could not serialise the ExecuteStream header");
   }
-  const int64_t chunk_bytes = std::max<int64_t>(1, options.stream_chunk_bytes);
-  grpc::ClientContext ctx;
-  SetDeadline(call, &ctx);
+  // One deadline and one trace for every attempt.
+  const auto deadline = CallDeadline(call);
   const std::string traceparent = Traceparent(call);
-  AddTrace(call, traceparent, &ctx);
-  std::unique_ptr<RawStream> stream(
-      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
-          channel.get(), *stream_method, &ctx));
-  ReplyReader reader(call.flow, {sink}, &progress);
-  absl::Status reply_error;
-  absl::Status send_error;
-  if (call.flow) {
-    // The output comes back while the input goes out: a thread reads it, or
-    // the server's window would fill and both sides wait on each other.
-    std::thread read_thread([&] {
-      reply_error = reader.ReadAll(stream.get());
-      if (!reply_error.ok()) ctx.TryCancel();
-      progress.ReaderDone();
-    });
-    if (stream->Write(header_buffer)) {
-      SendInputs(stream.get(), inputs, chunk_bytes, &progress, &send_error);
+  absl::Status st;
+  for (int attempt = 1;; ++attempt) {
+    bool output_started = false;
+    st = StreamAttempt(header_buffer, inputs, call, deadline, traceparent, sink, &progress,
+                       &output_started);
+    // Sent again only when no server saw it (nothing of it was sent, no
+    // output reached the sink): the pick found its only replica's health
+    // watch restarting (retry.cc). A stream cut later is not resent: its
+    // sink may have passed bytes on, and its progress counted them.
+    if (st.ok() || output_started || !NeverSent(st) || !ResendCutAnswer(st, attempt, 0, deadline)) {
+      break;
     }
-    if (!send_error.ok()) ctx.TryCancel();
-    progress.ReportUntilReaderDone();
-    read_thread.join();
-  } else {
-    if (stream->Write(header_buffer)) {
-      SendInputs(stream.get(), inputs, chunk_bytes, &progress, &send_error);
-    }
-    if (!send_error.ok()) ctx.TryCancel();
-    reply_error = reader.ReadAll(stream.get());
-    if (!reply_error.ok()) ctx.TryCancel();
   }
-  absl::Status st = FromGrpcStatus(stream->Finish());
-  ReadTrace(call, traceparent, ctx);
-  if (!send_error.ok()) st = send_error;
-  if (!reply_error.ok()) st = reply_error;
-  if (st.ok()) st = reader.Check();
-  if (!st.ok()) {
-    // Output already placed is void (a flowing call's bytes come before its status).
-    for (const StreamedOutput& o : reader.outputs()) {
-      if (o.started) o.sink->Discard();
-    }
-    return st;
-  }
+  if (!st.ok()) return st;
   return sink->Finish();
 }
 

@@ -7,8 +7,8 @@
 //
 // The stand-in here (a gRPC generic service: no tensorops code) fails the
 // first Watch with RESOURCE_EXHAUSTED, as the reclaimer's RST_STREAM looks
-// to the client, answers later ones SERVING and every Execute OK with an
-// empty reply.
+// to the client, answers later ones SERVING, every Execute OK with an empty
+// reply and every ExecuteStream FAILED_PRECONDITION (proof it arrived).
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
 
@@ -41,6 +41,7 @@ class FlakyWatchServer final : public grpc::CallbackGenericService {
   std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
   int watches() const { return watches_.load(); }
   int executes() const { return executes_.load(); }
+  int streams() const { return streams_.load(); }
 
   grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* ctx) override {
     if (ctx->method() == "/grpc.health.v1.Health/Watch") {
@@ -50,6 +51,10 @@ class FlakyWatchServer final : public grpc::CallbackGenericService {
     if (ctx->method() == "/tensorops.v1.TensorOps/Execute") {
       ++executes_;
       return new EmptyReply();
+    }
+    if (ctx->method() == "/tensorops.v1.TensorOps/ExecuteStream") {
+      ++streams_;
+      return new Finished(grpc::Status(grpc::FAILED_PRECONDITION, "stand-in"));
     }
     return new Finished(grpc::Status(grpc::UNIMPLEMENTED, ""));
   }
@@ -95,6 +100,7 @@ class FlakyWatchServer final : public grpc::CallbackGenericService {
   int port_ = 0;
   std::atomic<int> watches_{0};
   std::atomic<int> executes_{0};
+  std::atomic<int> streams_{0};
 };
 
 TEST(HealthResendTest, ACallPickedWhileTheWatchRestartsIsResentNotFailed) {
@@ -113,6 +119,25 @@ TEST(HealthResendTest, ACallPickedWhileTheWatchRestartsIsResentNotFailed) {
   EXPECT_TRUE(r->empty());
   EXPECT_GE(server.watches(), 2) << "the first watch failed, a later one answered";
   EXPECT_EQ(server.executes(), 1) << "the call reached the server once";
+}
+
+// A streamed call that no server saw is sent again too (its inputs are
+// read again; nothing reached its output).
+TEST(HealthResendTest, AStreamPickedWhileTheWatchRestartsIsResent) {
+  FlakyWatchServer server;
+  ASSERT_TRUE(server.Start());
+  ClientOptions options;
+  options.target = server.address();
+  auto client = Client::Create(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const std::vector<Tensor> inputs = {Tensor(std::vector<int32_t>{1, 2, 3}, {3}),
+                                      Tensor::Scalar<int64_t>(1), Tensor::Scalar<int64_t>(0)};
+  CallOptions call;
+  call.transport = Transport::kStream;
+  const ExecuteResult r = (*client)->Execute("Roll", {}, inputs, call);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_EQ(server.streams(), 1);
 }
 
 TEST(HealthResendTest, WithRetriesOffTheCallFailsAsGrpcSaysIt) {
