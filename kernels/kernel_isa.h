@@ -27,6 +27,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace tensorops {
 
@@ -77,8 +78,8 @@ const char* KernelIsaName(KernelIsa isa);
 std::optional<KernelIsa> ParseKernelIsa(std::string_view name);
 
 // The ISA tags a kernel body is instantiated with: each names its level;
-// the kernel's own headers map a tag to their per-level helpers (e.g.
-// streaming_store.h's LineOf<Isa>, lane_reverse.h's RevOf<Isa>).
+// the kernel's own headers map a tag to their per-level helpers with ByIsa
+// (e.g. streaming_store.h's LineOf<Isa>, lane_reverse.h's RevOf<Isa>).
 struct ScalarIsa {
   static constexpr KernelIsa kIsa = KernelIsa::kScalar;
 };
@@ -88,6 +89,12 @@ struct Sse2Isa {
 struct Avx2Isa {
   static constexpr KernelIsa kIsa = KernelIsa::kAvx2;
 };
+
+// The helper of an ISA tag's level among a kernel's three (e.g.
+// streaming_store.h: LineOf<Isa> = ByIsa<Isa, ScalarLine, Sse2Line, Avx2Line>).
+template <typename Isa, typename Scalar, typename Sse2, typename Avx2>
+using ByIsa = std::conditional_t<Isa::kIsa == KernelIsa::kScalar, Scalar,
+                                 std::conditional_t<Isa::kIsa == KernelIsa::kSse2, Sse2, Avx2>>;
 
 // One kernel's per-level variants and the choice between them. `Kernel` has
 // `template <typename Isa, typename... Args> static R Run(Args...)`; the

@@ -213,23 +213,9 @@ struct ScalarRev {
   }
 };
 
-template <typename Isa>
-struct RevOfIsa;
-template <>
-struct RevOfIsa<ScalarIsa> {
-  using type = ScalarRev;
-};
-template <>
-struct RevOfIsa<Sse2Isa> {
-  using type = Sse2Rev;
-};
-template <>
-struct RevOfIsa<Avx2Isa> {
-  using type = Avx2Rev;
-};
 // The lane reversal of an ISA tag.
 template <typename Isa>
-using RevOf = typename RevOfIsa<Isa>::type;
+using RevOf = ByIsa<Isa, ScalarRev, Sse2Rev, Avx2Rev>;
 #endif
 
 }  // namespace tensorops

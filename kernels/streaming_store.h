@@ -92,21 +92,7 @@ struct Avx2Line {
 };
 
 template <typename Isa>
-struct LineOfIsa;
-template <>
-struct LineOfIsa<ScalarIsa> {
-  using type = ScalarLine;
-};
-template <>
-struct LineOfIsa<Sse2Isa> {
-  using type = Sse2Line;
-};
-template <>
-struct LineOfIsa<Avx2Isa> {
-  using type = Avx2Line;
-};
-template <typename Isa>
-using LineOf = typename LineOfIsa<Isa>::type;
+using LineOf = ByIsa<Isa, ScalarLine, Sse2Line, Avx2Line>;
 
 // Copies n <= 64 bytes with ordinary stores: two overlapping fixed-size
 // copies, which GCC turns into a few moves. A loop here would be recognised
