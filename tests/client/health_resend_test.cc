@@ -5,7 +5,7 @@
 // ~1 s), and a call picked in between fails UNAVAILABLE "health check call
 // failed" although no server saw it. The SDK resends it (client/retry.cc).
 //
-// The stand-in here (a gRPC generic service: no tensorops code) fails the
+// The stand-in here (a GenericStandIn: no tensorops code) fails the
 // first Watch with RESOURCE_EXHAUSTED, as the reclaimer's RST_STREAM looks
 // to the client, answers later ones SERVING, every Execute OK with an empty
 // reply and every ExecuteStream FAILED_PRECONDITION (proof it arrived).
@@ -21,24 +21,14 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tensorops/client.h"
+#include "tests/client/stand_in_server.h"
 
 namespace tensorops {
 namespace {
 
-class FlakyWatchServer final : public grpc::CallbackGenericService {
+class FlakyWatchServer final : public testing::GenericStandIn {
  public:
-  ~FlakyWatchServer() override {
-    if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-    server_.reset();
-  }
-  bool Start() {
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    builder.RegisterCallbackGenericService(this);
-    server_ = builder.BuildAndStart();
-    return server_ != nullptr && port_ > 0;
-  }
-  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  ~FlakyWatchServer() override { Stop(); }
   int watches() const { return watches_.load(); }
   int executes() const { return executes_.load(); }
   int streams() const { return streams_.load(); }
@@ -96,8 +86,6 @@ class FlakyWatchServer final : public grpc::CallbackGenericService {
     grpc::ByteBuffer reply_;
   };
 
-  std::unique_ptr<grpc::Server> server_;
-  int port_ = 0;
   std::atomic<int> watches_{0};
   std::atomic<int> executes_{0};
   std::atomic<int> streams_{0};

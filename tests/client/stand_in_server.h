@@ -26,7 +26,36 @@
 
 namespace tensorops::testing {
 
-class StandInServer final : public grpc::CallbackGenericService {
+// What every stand-in shares: a gRPC generic callback service listening on
+// 127.0.0.1:0. A subclass's destructor calls Stop() first, so that no call
+// reaches its members while they are destroyed.
+class GenericStandIn : public grpc::CallbackGenericService {
+ public:
+  ~GenericStandIn() override { Stop(); }
+
+  // Listens on 127.0.0.1:0; false if it could not.
+  bool Start() {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterCallbackGenericService(this);
+    server_ = builder.BuildAndStart();
+    return server_ != nullptr && port_ > 0;
+  }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+
+ protected:
+  void Stop() {
+    if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    server_.reset();  // before the service (this) it calls into goes
+  }
+  grpc::Server* server() const { return server_.get(); }
+
+ private:
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+class StandInServer final : public GenericStandIn {
  public:
   // One call as the server saw it.
   struct Seen {
@@ -44,23 +73,10 @@ class StandInServer final : public grpc::CallbackGenericService {
   // grpc-retry-pushback-ms (gRPC's retries read it).
   StandInServer(grpc::StatusCode code, std::string pushback = "")
       : code_(code), pushback_(std::move(pushback)) {}
-  ~StandInServer() override {
-    if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-    server_.reset();  // before the service (this) it calls into goes
-  }
-
-  // Listens on 127.0.0.1:0; false if it could not.
-  bool Start() {
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    builder.RegisterCallbackGenericService(this);
-    server_ = builder.BuildAndStart();
-    return server_ != nullptr && port_ > 0;
-  }
-  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  ~StandInServer() override { Stop(); }
   // The server's grpc.health.v1 service: null unless
   // grpc::EnableDefaultHealthCheckService(true) was called before Start.
-  grpc::HealthCheckServiceInterface* health() const { return server_->GetHealthCheckService(); }
+  grpc::HealthCheckServiceInterface* health() const { return server()->GetHealthCheckService(); }
 
   grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* ctx) override {
     class Reactor final : public grpc::ServerGenericBidiReactor {
@@ -100,8 +116,6 @@ class StandInServer final : public grpc::CallbackGenericService {
  private:
   const grpc::StatusCode code_;
   const std::string pushback_;
-  std::unique_ptr<grpc::Server> server_;
-  int port_ = 0;
   std::atomic<int> calls_{0};
   mutable std::mutex mu_;
   std::vector<Seen> seen_;  // guarded by mu_
