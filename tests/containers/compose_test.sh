@@ -346,13 +346,8 @@ s = yaml.safe_load(open(sys.argv[1]))["services"]["tensorops-2"]["stop_grace_per
 print(int(s.rstrip("s")))
 PY
 )
-"$DRIVER" --target "$LB" --threads "$CONCURRENCY" --sleep_us 0 --marker "$W/marker" --marker_after 1000 \
-  --stop_file "$W/stopped" --calls_after 1500 --window_file "$W/window" --max_seconds 240 \
-  >"$W/driver-restart.out" 2>&1 &
-DRIVER_PID=$!; PIDS+=($DRIVER_PID)
-marker_or_dead() { [ -e "$W/marker" ] || ! kill -0 "$DRIVER_PID"; }
-wait_for 60 "the first 1000 calls of the load" marker_or_dead
-[ -e "$W/marker" ] || fail "load driver ended early: $(cat "$W/driver-restart.out")"
+load_start restart 1000 "the load" --target "$LB" --threads "$CONCURRENCY" --sleep_us 0 \
+  --calls_after 1500 --window_file "$W/window" --max_seconds 240
 
 WINDOW_START=$EPOCHREALTIME
 before1=$(roll_ok 1) before3=$(roll_ok 3) ip2=$(ip_of tensorops-2)
@@ -395,11 +390,7 @@ wait_for 90 "tensorops-2 to serve calls through HAProxy again" serving2
 WINDOW_END=$EPOCHREALTIME
 log "tensorops-2 healthy ${healthy_after}s after the start and serving through HAProxy after $((SECONDS - start_t))s ($(roll_ok 2) Roll calls so far)"
 echo "$WINDOW_START $WINDOW_END" >"$W/window"
-touch "$W/stopped"
-
-rc=0; wait "$DRIVER_PID" || rc=$?
-sed 's/^/  /' "$W/driver-restart.out"
-[ $rc -eq 0 ] || fail "load driver: not every call ended OK with a verified result during the restart"
+load_end restart "load driver: not every call ended OK with a verified result during the restart"
 log "restart under load: $(sed -n 's/^load_driver: window /window /p' "$W/driver-restart.out")"
 phase "stop/start tensorops-2 under load"
 
@@ -407,13 +398,8 @@ phase "stop/start tensorops-2 under load"
 c3=$(cid tensorops-3)
 pid3=$(podman inspect --format '{{.State.Pid}}' "$c3")
 [ "${pid3:-0}" -gt 0 ] || fail "tensorops-3 has no process"
-"$DRIVER" --target "$LB" --threads "$CONCURRENCY" --sleep_us 0 --big_every 4 --marker "$W/marker9" \
-  --marker_after 500 --stop_file "$W/back9" --calls_after 1000 --max_seconds 240 \
-  >"$W/driver-kill.out" 2>&1 &
-DRIVER_PID=$!; PIDS+=($DRIVER_PID)
-marker9_or_dead() { [ -e "$W/marker9" ] || ! kill -0 "$DRIVER_PID"; }
-wait_for 60 "the first 500 calls of the load" marker9_or_dead
-[ -e "$W/marker9" ] || fail "load driver ended early: $(cat "$W/driver-kill.out")"
+load_start kill 500 "the load" --target "$LB" --threads "$CONCURRENCY" --sleep_us 0 --big_every 4 \
+  --calls_after 1000 --max_seconds 240
 kill -KILL "$pid3"
 log "kill -9 of tensorops-3's server (pid $pid3 on the host) under $CONCURRENCY callers, a quarter of their calls 1-4 MiB"
 restarted3() { [ "$(podman inspect --format '{{.State.Pid}}' "$(cid tensorops-3)")" -gt 0 ] 2>/dev/null \
@@ -426,10 +412,7 @@ fi
 wait_for 60 "tensorops-3 healthy again" is_healthy tensorops-3
 serving3() { [ "$(roll_ok 3)" -gt 0 ]; }   # its counters start at 0 in the new process
 wait_for 90 "tensorops-3 to serve calls through HAProxy again" serving3
-touch "$W/back9"
-rc=0; wait "$DRIVER_PID" || rc=$?
-sed 's/^/  /' "$W/driver-kill.out"
-[ $rc -eq 0 ] || fail "load driver (SDK defaults, 1-4 MiB calls): a call failed across the kill -9"
+load_end kill "load driver (SDK defaults, 1-4 MiB calls): a call failed across the kill -9"
 log "kill -9 under load: no call failed; tensorops-3 serving again ($(roll_ok 3) Roll calls)"
 phase "kill -9 tensorops-3 under load"
 

@@ -133,23 +133,15 @@ log "600 calls through $TARGET: pods served ${counts[*]}"
 victim=${PODS[0]}
 c=$(ctr_of "$victim")
 pid=$(podman inspect --format '{{.State.Pid}}' "$c")
-"$DRIVER" --target "$TARGET" --threads 8 --sleep_us 0 --big_every 4 --marker "$W/marker" --marker_after 200 \
-  --stop_file "$W/back" --calls_after 200 --max_seconds 240 >"$W/kill.out" 2>&1 &
-DRIVER_PID=$!
-PIDS+=($DRIVER_PID)
-marker_or_dead() { [ -e "$W/marker" ] || ! kill -0 "$DRIVER_PID"; }
-wait_for 60 "the first 200 calls" marker_or_dead
-[ -e "$W/marker" ] || fail "load driver ended early: $(cat "$W/kill.out")"
+load_start kill 200 "the load" --target "$TARGET" --threads 8 --sleep_us 0 --big_every 4 \
+  --calls_after 200 --max_seconds 240
 kill -KILL "$pid"
 log "kill -9 of $victim's server (pid $pid)"
 restarted() { local q; q=$(podman inspect --format '{{.State.Pid}}' "$c") && [ "${q:-0}" -gt 0 ] && [ "$q" != "$pid" ]; }
 wait_for 60 "Podman to restart $c" restarted
 served_again() { [ "$(roll_ok "$victim")" -gt 0 ]; }   # a new process counts from 0
 wait_for 60 "$victim to serve calls again" served_again
-touch "$W/back"
-rc=0; wait "$DRIVER_PID" || rc=$?
-sed 's/^/  /' "$W/kill.out"
-[ $rc -eq 0 ] || fail "a call failed across the kill -9 of $victim"
+load_end kill "a call failed across the kill -9 of $victim"
 log "$c restarted by Podman (restarts: $(podman inspect --format '{{.RestartCount}}' "$c")); no call failed; it serves again"
 
 # --- 6. down ------------------------------------------------------------------------

@@ -105,14 +105,8 @@ log "  proxyless SDK:   ${BENCH[direct]}"
 phase "proxyless: spread, and the same load through HAProxy"
 
 # --- b. rolling restart under proxyless load ------------------------------------
-"$DRIVER" --target "$DIRECT" --threads "$CONCURRENCY" --sleep_us 0 --big_every 4 --marker "$W/pmarker" \
-  --marker_after 300 --stop_file "$W/pstopped" --calls_after 300 --max_seconds 600 \
-  >"$W/driver-rolling.out" 2>&1 &
-DRIVER_PID=$!
-PIDS+=($DRIVER_PID)
-pmarker_or_dead() { [ -e "$W/pmarker" ] || ! kill -0 "$DRIVER_PID"; }
-wait_for 60 "the first 300 calls of the proxyless load" pmarker_or_dead
-[ -e "$W/pmarker" ] || fail "proxyless load driver ended early: $(cat "$W/driver-rolling.out")"
+load_start rolling 300 "the proxyless load" --target "$DIRECT" --threads "$CONCURRENCY" \
+  --sleep_us 0 --big_every 4 --calls_after 300 --max_seconds 600
 serving() { [ "$(calls_of "$1")" -gt 0 ]; }   # its counters start at 0 in a new process
 # The next replica is stopped once the last one is healthy (the image's
 # HEALTHCHECK) and the callers have found it again (its /metrics counts a
@@ -157,23 +151,14 @@ for i in 1 2 3; do
   awk -v t="${REFOUND[-1]}" -v max="$REFIND_S" 'BEGIN { exit !(t <= max) }' \
     || fail "tensorops-$i got calls only ${REFOUND[-1]} s after it answered SERVING (bound ${REFIND_S} s)"
 done
-touch "$W/pstopped"
-rc=0; wait "$DRIVER_PID" || rc=$?
-sed 's/^/  /' "$W/driver-rolling.out"
-[ $rc -eq 0 ] || fail "proxyless load driver: a call failed during the rolling restart"
+load_end rolling "proxyless load driver: a call failed during the rolling restart"
 log "rolling restart under proxyless load: no call lost; replicas SERVING ${STARTED[*]} s after docker-compose start, and got calls ${REFOUND[*]} s after that"
 phase "proxyless: rolling restart under load"
 
 # --- c. kill -9 under proxyless load --------------------------------------------
 pid1=$(pid_of tensorops-1)
-"$DRIVER" --target "$DIRECT" --threads "$CONCURRENCY" --sleep_us 0 --big_every 4 --marker "$W/pmarker9" \
-  --marker_after 300 --stop_file "$W/pback9" --calls_after 300 --max_seconds 300 \
-  >"$W/driver-pkill.out" 2>&1 &
-DRIVER_PID=$!
-PIDS+=($DRIVER_PID)
-pmarker9_or_dead() { [ -e "$W/pmarker9" ] || ! kill -0 "$DRIVER_PID"; }
-wait_for 60 "the first 300 calls of the proxyless load" pmarker9_or_dead
-[ -e "$W/pmarker9" ] || fail "proxyless load driver ended early: $(cat "$W/driver-pkill.out")"
+load_start pkill 300 "the proxyless load" --target "$DIRECT" --threads "$CONCURRENCY" \
+  --sleep_us 0 --big_every 4 --calls_after 300 --max_seconds 300
 kill -KILL "$pid1"
 t_kill=$EPOCHREALTIME
 log "kill -9 of tensorops-1's server (pid $pid1) under $CONCURRENCY proxyless callers"
@@ -182,10 +167,7 @@ for _ in $(seq 15); do restarted1 && break; sleep 1; done
 restarted1 || compose start tensorops-1 >>"$W/compose.log" 2>&1 || fail "docker-compose start tensorops-1"
 wait_for 120 "proxyless callers to reach tensorops-1 again" serving 1
 back=$(awk -v a="$t_kill" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
-touch "$W/pback9"
-rc=0; wait "$DRIVER_PID" || rc=$?
-sed 's/^/  /' "$W/driver-pkill.out"
-[ $rc -eq 0 ] || fail "proxyless load driver: a call failed across the kill -9"
+load_end pkill "proxyless load driver: a call failed across the kill -9"
 log "kill -9 under proxyless load: no call lost; tensorops-1 got calls again ${back} s after the kill"
 wait_for 60 "tensorops-1 healthy again" is_healthy tensorops-1
 phase "proxyless: kill -9 under load"

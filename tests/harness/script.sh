@@ -10,6 +10,12 @@
 #                      until it succeeds; fails after SECS naming WHAT
 #   free_port          prints a free 127.0.0.1 TCP port
 #   stop_pids          SIGTERM to every PID in PIDS, SIGKILL after 5 s
+#   load_start NAME N WHAT ARGS...  the load driver ($DRIVER, with ARGS) in
+#                      the background, its output in $W/driver-NAME.out;
+#                      returns once N calls succeeded (DRIVER_PID set), fails
+#                      if the driver ended first
+#   load_end NAME WHY  tells that driver to finish ($W/stop-NAME), waits for
+#                      it and prints its output; fails with WHY if a call failed
 T0=${T0:-$EPOCHREALTIME}
 PIDS=()
 
@@ -43,4 +49,24 @@ stop_pids() {
     kill -KILL "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   done
+}
+
+load_start() {
+  local name=$1 n=$2 what=$3
+  shift 3
+  "$DRIVER" "$@" --marker "$W/marker-$name" --marker_after "$n" --stop_file "$W/stop-$name" \
+    >"$W/driver-$name.out" 2>&1 &
+  DRIVER_PID=$!
+  PIDS+=("$DRIVER_PID")
+  wait_for 60 "the first $n calls of $what" load_marked_or_ended "$name"
+  [ -e "$W/marker-$name" ] || fail "$what: the load driver ended early: $(cat "$W/driver-$name.out")"
+}
+load_marked_or_ended() { [ -e "$W/marker-$1" ] || ! kill -0 "$DRIVER_PID"; }
+
+load_end() {
+  touch "$W/stop-$1"
+  local rc=0
+  wait "$DRIVER_PID" || rc=$?
+  sed 's/^/  /' "$W/driver-$1.out"
+  [ "$rc" -eq 0 ] || fail "$2"
 }
