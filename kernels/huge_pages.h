@@ -26,8 +26,8 @@ void AdviseHugePages(void* p, int64_t bytes);
 // mmap threshold with a fresh mmap each time and gives the top of its heaps
 // back to the kernel as soon as 128 KiB-64 MiB are free there, so a process
 // that receives big messages faults their pages in again on every call: in
-// a client, gRPC's receive buffers (a 1 GiB streamed Roll: 60-165k page
-// faults per call, 1.31-1.58 s, against 0 faults and 1.08 s so set). This
+// a client, gRPC's receive buffers (a 1 GiB streamed Roll's figures:
+// BENCHMARKS.md, "The SDK's output from the buffer cache"). This
 // serves blocks up to 32 MiB (glibc's cap) from the heap, keeps up to 1 GiB
 // of freed memory in it, and uses one arena so buffers freed on one thread
 // are reused on another (at the price of one heap lock for every thread).

@@ -525,9 +525,9 @@ class TENSOROPS_EXPORT OpChain {
 // runs by default: blocks up to 32 MiB from the heap, up to 1 GiB of freed
 // memory kept in it, one arena. Without it, glibc gives freed memory back to
 // the kernel at once and a process that receives big tensors faults their
-// pages in again on every call (gRPC's receive buffers: a 1 GiB streamed
-// Roll took 60-165k page faults and 1.31-1.58 s a call, against 0 faults and
-// 1.08 s with it; BENCHMARKS.md, "SDK streamed call"). The price: freed
+// pages in again on every call (gRPC's receive buffers; a 1 GiB streamed
+// Roll's figures with and without it: BENCHMARKS.md, "The SDK's output from
+// the buffer cache"). The price: freed
 // memory stays in the process (up to 1 GiB) and every thread shares one
 // heap lock. Process-wide, so the SDK never does it by itself: call it
 // once, early, before other threads start, if the process is mostly about
