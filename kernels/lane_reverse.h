@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/kernel_isa.h"
 
@@ -55,6 +56,35 @@ template <>
 struct ScalarOf<16> {
   using type = Bytes16;
 };
+
+// Calls fn(std::integral_constant<int, W>{}) for a lane width W of 1, 2, 4,
+// 8 or 16 bytes and returns true; false (fn not called) for any other width:
+// the one switch from a runtime width to the kernels instantiated per width.
+//
+// Example:
+//   if (WithLaneWidth(block, [&](auto w) { ReverseRowsOf<decltype(w)::value>(a); })) return;
+template <typename Fn>
+bool WithLaneWidth(int64_t width, Fn&& fn) {
+  switch (width) {
+    case 1:
+      fn(std::integral_constant<int, 1>{});
+      return true;
+    case 2:
+      fn(std::integral_constant<int, 2>{});
+      return true;
+    case 4:
+      fn(std::integral_constant<int, 4>{});
+      return true;
+    case 8:
+      fn(std::integral_constant<int, 8>{});
+      return true;
+    case 16:
+      fn(std::integral_constant<int, 16>{});
+      return true;
+    default:
+      return false;
+  }
+}
 
 #if defined(__x86_64__)
 // GCC 12 does not vectorise a loop that reads backwards, so the reversal of

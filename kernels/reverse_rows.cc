@@ -197,37 +197,21 @@ void ReverseRows(void* dst_v, const void* src_v, int64_t n, int64_t block, int64
                  int64_t dst_step, int64_t src_step, bool stream) {
   const RowArgs a{
       static_cast<char*>(dst_v), static_cast<const char*>(src_v), n, rows, dst_step, src_step};
-  switch (block) {
-    case 1:
-      ReverseRowsOf<1>(a, stream);
-      return;
-    case 2:
-      ReverseRowsOf<2>(a, stream);
-      return;
-    case 4:
-      ReverseRowsOf<4>(a, stream);
-      return;
-    case 8:
-      ReverseRowsOf<8>(a, stream);
-      return;
-    case 16:
-      ReverseRowsOf<16>(a, stream);
-      return;
-    default:
+  if (WithLaneWidth(block, [&](auto w) { ReverseRowsOf<decltype(w)::value>(a, stream); })) {
+    return;
+  }
 #if defined(__x86_64__)
-      if (stream) {
-        IsaDispatch<ReverseBlocksStream>::Run(a, block);
-        return;
-      }
+  if (stream) {
+    IsaDispatch<ReverseBlocksStream>::Run(a, block);
+    return;
+  }
 #endif
-      char* dst = a.dst;
-      const char* src = a.src;
-      for (int64_t r = 0; r < rows; ++r, dst += dst_step, src += src_step) {
-        // Read ascending, write descending: ascending reads keep the
-        // hardware prefetcher streaming from DRAM.
-        for (int64_t i = 0; i < n; ++i)
-          std::memcpy(dst + (n - 1 - i) * block, src + i * block, block);
-      }
+  char* dst = a.dst;
+  const char* src = a.src;
+  for (int64_t r = 0; r < rows; ++r, dst += dst_step, src += src_step) {
+    // Read ascending, write descending: ascending reads keep the
+    // hardware prefetcher streaming from DRAM.
+    for (int64_t i = 0; i < n; ++i) std::memcpy(dst + (n - 1 - i) * block, src + i * block, block);
   }
 }
 

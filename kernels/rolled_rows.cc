@@ -130,25 +130,7 @@ void StreamReverseRolledRowsOf(const RolledRows& r) {
 void StreamRolledRows(const RolledRows& r) { IsaDispatch<RolledRowsStream>::Run(&r); }
 
 bool StreamReverseRolledRows(const RolledRows& r, int64_t width) {
-  switch (width) {
-    case 1:
-      StreamReverseRolledRowsOf<1>(r);
-      return true;
-    case 2:
-      StreamReverseRolledRowsOf<2>(r);
-      return true;
-    case 4:
-      StreamReverseRolledRowsOf<4>(r);
-      return true;
-    case 8:
-      StreamReverseRolledRowsOf<8>(r);
-      return true;
-    case 16:
-      StreamReverseRolledRowsOf<16>(r);
-      return true;
-    default:
-      return false;
-  }
+  return WithLaneWidth(width, [&](auto w) { StreamReverseRolledRowsOf<decltype(w)::value>(r); });
 }
 
 #endif
