@@ -157,7 +157,8 @@ ABSL_FLAG(int64_t, inline_max_bytes, tensorops::ServerOptions().call.inline_max_
           "call; a bigger kernel still splits across the pool); 0 keeps every kernel on the "
           "pool.");
 ABSL_FLAG(absl::Duration, budget_wait, tensorops::ServerOptions().call.budget_wait,
-          "How long a unary call (either door) refused only because the in-flight byte "
+          "How long a unary call (either door), or an ExecuteStream at its header, refused "
+          "only because the in-flight byte "
           "budget is busy waits for it, first come first served, before the refusal goes out "
           "(also bounded by the call's deadline); 0: refused at once.");
 ABSL_FLAG(bool, malloc_tuning, true,

@@ -146,8 +146,9 @@ AdmissionController::~AdmissionController() {
   if (timer_.joinable()) timer_.join();
 }
 
-void AdmissionController::WaitForBytes(AdmissionTicket* ticket, int64_t bytes, int64_t held,
-                                       absl::Time until, absl::Status refusal, WaitDone done) {
+void AdmissionController::WaitForBytes(AdmissionTicket* ticket, int64_t bytes, Queue queue,
+                                       int64_t held, absl::Time until, absl::Status refusal,
+                                       std::function<bool()> gone, WaitDone done) {
   Ended ended;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -159,7 +160,8 @@ void AdmissionController::WaitForBytes(AdmissionTicket* ticket, int64_t bytes, i
       // ticket counts: no more of them.
       ended.emplace_back(std::move(done), std::move(refusal));
     } else {
-      waiters_.push_back(Waiter{ticket, growth, held, until, std::move(refusal), std::move(done)});
+      waiters_.push_back(Waiter{ticket, growth, queue, held, until, std::move(refusal),
+                                std::move(gone), std::move(done)});
       waiting_bytes_ += growth;
       waiting_held_ += held;
       if (!timer_.joinable()) timer_ = std::thread([this] { TimerLoop(); });
@@ -171,20 +173,37 @@ void AdmissionController::WaitForBytes(AdmissionTicket* ticket, int64_t bytes, i
 }
 
 void AdmissionController::Pump(absl::Time now, Ended* ended) {
+  // A waiter whose client left would otherwise hold its place, and the head
+  // of the line, until its time (a burst's calls cut by gRPC's memory quota
+  // kept the budget's waiters from it for seconds).
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    if (!it->gone || !it->gone()) {
+      ++it;
+      continue;
+    }
+    waiting_bytes_ -= it->growth;
+    waiting_held_ -= it->held;
+    ended->emplace_back(
+        std::move(it->done),
+        absl::CancelledError("the call was cancelled (client cancel, deadline or "
+                             "disconnect) while it waited for the in-flight budget"));
+    it = waiters_.erase(it);
+  }
   // First come, first served: the head waits until it fits, the others
   // behind it (a big call is not starved by small ones).
   while (!waiters_.empty() && bytes_ + waiters_.front().growth <= max_inflight_bytes_) {
     Waiter& w = waiters_.front();
+    const bool take_slot = w.queue == Queue::kNow;
     Limit limit;
-    absl::Status s = CheckQueue(&limit);
+    absl::Status s = take_slot ? CheckQueue(&limit) : absl::OkStatus();
     if (s.ok()) {
-      ++queued_;
+      if (take_slot) ++queued_;
       ++inflight_;
       bytes_ += w.growth;
       AdmissionTicket* t = w.ticket;
       if (t->controller_ == nullptr) *t = AdmissionTicket(this, 0, false, false);
       t->bytes_ += w.growth;
-      t->queued_ = true;
+      t->queued_ = take_slot;
       t->request_ = true;
       Notify();
     }
@@ -218,6 +237,7 @@ void AdmissionController::TimerLoop() {
     }
     absl::Time next = absl::InfiniteFuture();
     for (const Waiter& w : waiters_) next = std::min(next, w.until);
+    next = std::min(next, absl::Now() + kGonePoll);  // clients that leave
     timer_cv_.wait_until(lock, absl::ToChronoTime(next));
     Ended ended;
     Pump(absl::Now(), &ended);

@@ -96,19 +96,27 @@ class AdmissionController {
   // once Close()d). Grown with AdmissionTicket::Resize, made a call's ticket
   // with AdmissionTicket::AdmitReserved.
   absl::StatusOr<AdmissionTicket> Reserve(int64_t bytes, Limit* limit);
-  // After Admit (Queue::kNow) or a reservation's AdmitReserved was refused
-  // with `refusal`, INFLIGHT_BYTES_EXHAUSTED (the budget busy): waits until
-  // `bytes` fit, then admits `ticket` (empty, or the reservation) for them
-  // with a queue slot, as those would, and calls done(OK). `held` is what
+  // After Admit or a reservation's AdmitReserved was refused with
+  // `refusal`, INFLIGHT_BYTES_EXHAUSTED (the budget busy): waits until
+  // `bytes` fit, then admits `ticket` (empty, or the reservation) for them,
+  // with a queue slot for Queue::kNow (none for kLater: a stream's upload
+  // takes it later), as those would, and calls done(OK). `held` is what
   // the waiter already holds in memory outside the budget (a gRPC message
   // received whole; 0 for an HTTP body, which its reservation counts). At
   // `until`, at Close(), or at once when what the waiters hold would pass
   // the whole budget, done gets `refusal` (UNAVAILABLE at Close;
   // RESOURCE_EXHAUSTED naming --max_queue when the bytes fit but the queue
-  // is full). `done` runs exactly once, possibly before WaitForBytes
-  // returns; `ticket` must stay put until then.
-  void WaitForBytes(AdmissionTicket* ticket, int64_t bytes, int64_t held, absl::Time until,
-                    absl::Status refusal, WaitDone done);
+  // is full). `gone` (may be null; called with the lock held, from any
+  // thread: keep it cheap and lock-free of this controller) says the call's
+  // client has left: such a waiter gets CANCELLED within kGonePoll instead
+  // of holding its place at the head of the line until `until`. `done` runs
+  // exactly once, possibly before WaitForBytes returns; `ticket` must stay
+  // put until then.
+  void WaitForBytes(AdmissionTicket* ticket, int64_t bytes, Queue queue, int64_t held,
+                    absl::Time until, absl::Status refusal, std::function<bool()> gone,
+                    WaitDone done);
+  // How often the timer asks waiters' `gone` while any wait.
+  static constexpr absl::Duration kGonePoll = absl::Milliseconds(50);
   // The drain: from now on Admit refuses with UNAVAILABLE, so once WaitIdle
   // returns true nothing is admitted any more; waiting calls are refused.
   // A ticket's EnterQueue still works for streams admitted before (their
@@ -129,9 +137,11 @@ class AdmissionController {
   struct Waiter {
     AdmissionTicket* ticket;
     int64_t growth;  // what the ticket grows by when admitted
+    Queue queue;     // kNow: it takes a queue slot when admitted
     int64_t held;    // what it holds in memory outside the budget meanwhile
     absl::Time until;
     absl::Status refusal;
+    std::function<bool()> gone;
     WaitDone done;
   };
   // Waiters and how each ended, run outside the lock.
@@ -146,8 +156,9 @@ class AdmissionController {
   // bytes of waiters (a new reservation) or none (a ticket already held).
   absl::Status CheckGrowth(int64_t held, int64_t bytes, int64_t ahead, Limit* limit) const;
   void Notify() const;
-  // Admits the waiters at the head that fit now, refuses those past their
-  // time; appends them to *ended.
+  // Ends the waiters whose client left (CANCELLED), admits the waiters at
+  // the head that fit now, refuses those past their time; appends them to
+  // *ended.
   // Every waiter ended with the shutdown's refusal (Close, the destructor).
   void EndWaitersLocked(Ended* ended);
   void Pump(absl::Time now, Ended* ended);

@@ -118,56 +118,72 @@ void Call::RunUnary(absl::string_view op, int64_t request_bytes, PrepareFn prepa
       status = prepared.status();
     }
   }
-  if (status.ok()) {
-    timeout_ = prepared_->timeout();
-    const int64_t bytes = request_bytes_ + prepared_->output_bytes() + prepared_->scratch_bytes();
-    AdmissionController::Limit limit = AdmissionController::Limit::kNone;
-    status = TryAdmit(bytes, AdmissionController::Queue::kNow, &limit);
-    if (limit == AdmissionController::Limit::kInflightBytes &&
-        pipeline_->options_.budget_wait > absl::ZeroDuration() &&
-        ErrorReason(status) == "INFLIGHT_BYTES_EXHAUSTED") {
-      WaitForBudget(bytes, std::move(status));  // may finish (and delete) this Call
-      return;
-    }
-    if (limit != AdmissionController::Limit::kNone) {
-      pipeline_->metrics_->RecordRejected(MetricsLimit(limit));
-    }
-  }
   if (!status.ok()) {
     EndUnary(status);
     return;
   }
-  RunAdmitted();
+  timeout_ = prepared_->timeout();
+  // Admitted, the call runs from the pool, as any queued call does (it may
+  // have waited for the budget on another thread); refused, it ends there
+  // and then (through the pool its refusal would wait for the very kernels
+  // that hold the budget).
+  AdmitOrWait(request_bytes_ + prepared_->output_bytes() + prepared_->scratch_bytes(),
+              AdmissionController::Queue::kNow, [this](absl::Status s, bool waited) {
+                if (!s.ok()) {
+                  EndUnary(s);  // may delete this Call
+                } else if (!waited) {
+                  RunAdmitted();
+                } else {
+                  pipeline_->pool_->Schedule([this] {
+                    const LogCallScope log_scope(trace_.trace_id_hex(), trace_.span_id_hex());
+                    queued_at_ = absl::Now();
+                    RunAdmitted();
+                  });
+                }
+              });
 }
 
-void Call::WaitForBudget(int64_t bytes, absl::Status refusal) {
+void Call::AdmitOrWait(int64_t budget_bytes, AdmissionController::Queue queue,
+                       AdmittedFn admitted) {
+  AdmissionController::Limit limit = AdmissionController::Limit::kNone;
+  absl::Status status = TryAdmit(budget_bytes, queue, &limit);
+  if (limit == AdmissionController::Limit::kInflightBytes &&
+      pipeline_->options_.budget_wait > absl::ZeroDuration() &&
+      ErrorReason(status) == "INFLIGHT_BYTES_EXHAUSTED") {
+    WaitForBudget(budget_bytes, queue, std::move(status), std::move(admitted));
+    return;
+  }
+  // kNone: admission is closed (the drain), not a limit.
+  if (limit != AdmissionController::Limit::kNone) {
+    pipeline_->metrics_->RecordRejected(MetricsLimit(limit));
+  }
+  std::move(admitted)(std::move(status), /*waited=*/false);
+}
+
+void Call::WaitForBudget(int64_t bytes, AdmissionController::Queue queue, absl::Status refusal,
+                         AdmittedFn admitted) {
   const absl::Time until = std::min(
       {absl::Now() + pipeline_->options_.budget_wait, ctx_->deadline(), start_ + timeout_});
-  // The wait ends on whichever thread freed the bytes (a door's, the pool's)
-  // or the controller's timer. Admitted, the call goes on from the pool, as
-  // any queued call does; refused, it ends there and then (through the pool
-  // its refusal would wait for the very kernels that hold the budget).
   // A gRPC message arrived whole before its call asked: it is in memory, and
-  // no ticket counts it while it waits. An HTTP body's reservation does.
+  // no ticket counts it while it waits. An HTTP body's reservation does; a
+  // stream's header is all a streamed call holds before it is admitted.
   const int64_t held = std::max<int64_t>(0, request_bytes_ - ticket_.bytes());
+  // The wait ends on whichever thread freed the bytes (a door's, the pool's)
+  // or the controller's timer.
   pipeline_->admission_->WaitForBytes(
-      &ticket_, bytes, held, until, std::move(refusal), [this](absl::Status s) {
-        if (s.ok()) {
-          pipeline_->pool_->Schedule([this] {
-            const LogCallScope log_scope(trace_.trace_id_hex(), trace_.span_id_hex());
-            queued_at_ = absl::Now();
-            RunAdmitted();
-          });
-          return;
-        }
+      &ticket_, bytes, queue, held, until, std::move(refusal),
+      [ctx = ctx_] { return ctx->cancelled(); },
+      [this, admitted = std::move(admitted)](absl::Status s) mutable {
         const LogCallScope log_scope(trace_.trace_id_hex(), trace_.span_id_hex());
-        const std::optional<std::string> reason = ErrorReason(s);
-        if (reason == "INFLIGHT_BYTES_EXHAUSTED") {
-          pipeline_->metrics_->RecordRejected(Metrics::Limit::kInflightBytes);
-        } else if (reason == "QUEUE_FULL") {
-          pipeline_->metrics_->RecordRejected(Metrics::Limit::kQueue);
+        if (!s.ok()) {
+          const std::optional<std::string> reason = ErrorReason(s);
+          if (reason == "INFLIGHT_BYTES_EXHAUSTED") {
+            pipeline_->metrics_->RecordRejected(Metrics::Limit::kInflightBytes);
+          } else if (reason == "QUEUE_FULL") {
+            pipeline_->metrics_->RecordRejected(Metrics::Limit::kQueue);
+          }
         }
-        EndUnary(s);  // may delete this Call
+        std::move(admitted)(std::move(s), /*waited=*/true);  // may delete this Call
       });
 }
 

@@ -130,8 +130,8 @@ class CallPipeline {
     // outlive every call.
     SpanExporter* spans = nullptr;
     Sampler sampler;  // OTEL_TRACES_SAMPLER, _ARG
-    // How long a unary call refused only because the in-flight budget is
-    // busy waits for it (AdmissionController::WaitForBytes; also bounded by
+    // How long a unary call, or a stream at its header, refused only because
+    // the in-flight budget is busy waits for it (AdmissionController::WaitForBytes; also bounded by
     // the call's deadline) before its refusal goes out; 0: refused at once.
     absl::Duration budget_wait = kDefaultBudgetWait;
   };
@@ -292,6 +292,17 @@ class Call {
   // counts it (tensorops_rejected_requests_total) and returns
   // RESOURCE_EXHAUSTED, or UNAVAILABLE during a drain; Finish with it.
   absl::Status Admit(int64_t budget_bytes, AdmissionController::Queue queue);
+  // Told how AdmitOrWait ended: OK (admitted) or the refusal, and whether
+  // the call waited (then it runs on the thread that freed the bytes or the
+  // admission timer's, not the caller's).
+  using AdmittedFn = absl::AnyInvocable<void(absl::Status, bool waited) &&>;
+  // Admit, except that a call refused only because the budget is busy
+  // (INFLIGHT_BYTES_EXHAUSTED: it fits the budget, not what is free of it)
+  // waits for it, first come first served, up to Options::budget_wait, its
+  // deadline and its timeout, and is refused (and counted) at the wait's
+  // end. `admitted` runs exactly once, maybe before this returns; the Call
+  // must live until then.
+  void AdmitOrWait(int64_t budget_bytes, AdmissionController::Queue queue, AdmittedFn admitted);
   // The queue slot of a call admitted with Queue::kLater; refusal as Admit.
   absl::Status EnterQueue();
 
@@ -340,9 +351,10 @@ class Call {
                         AdmissionController::Limit* limit);
   // RunUnary after its admission: Run of the prepared call, then EndUnary.
   void RunAdmitted();
-  // RunUnary refused with `refusal` because the budget is busy: waits for
-  // `bytes` of it, then RunAdmitted or EndUnary with the refusal.
-  void WaitForBudget(int64_t bytes, absl::Status refusal);
+  // AdmitOrWait refused with `refusal` because the budget is busy: waits
+  // for `bytes` of it, then `admitted` (waited = true).
+  void WaitForBudget(int64_t bytes, AdmissionController::Queue queue, absl::Status refusal,
+                     AdmittedFn admitted);
   // RunUnary's end: drops the prepared call, then Finish.
   void EndUnary(const absl::Status& status);
   // Finish's span for Options::spans.

@@ -42,14 +42,15 @@ absl::StatusOr<std::unique_ptr<FlowStream>> FlowStream::Make(
   return flow;
 }
 
-void FlowStream::Begin() {
+void FlowStream::Begin(bool in_reaction) {
   grpc::ByteBuffer* write = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    write = window_.TakeWrite();  // the output header
+    write = window_.TakeWrite();                                // the output header
+    if (!in_reaction && write != nullptr) read_paused_ = true;  // OnWriteDone reads on
   }
   if (write != nullptr) rpc_->WriteNext(write);
-  rpc_->ReadNext();
+  if (in_reaction || write == nullptr) rpc_->ReadNext();
 }
 
 void FlowStream::Enqueue(grpc::ByteBuffer buffer, int64_t bytes) {

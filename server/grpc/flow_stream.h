@@ -78,8 +78,12 @@ class FlowStream {
                                                           const RequestLimits& limits,
                                                           std::unique_ptr<StreamedExecution> exec);
 
-  // Starts the output header's write and the first chunk's read.
-  void Begin();
+  // Starts the output header's write and the first chunk's read. Inside a
+  // reaction (the header's OnReadDone) both go at once. From any other
+  // thread (the header waited for the budget) only the write does: as soon
+  // as one operation is in flight the call may end on a gRPC thread and be
+  // gone, so nothing may follow it; its OnWriteDone starts the reads.
+  void Begin(bool in_reaction);
 
   // The reactor's callbacks, forwarded.
   void OnReadDone(bool ok);

@@ -73,13 +73,12 @@ class ExecuteStreamReactor final : public StreamReactor, private FlowStream::Rpc
       EndOfUpload();
       return;
     }
-    absl::Status status = exec_ == nullptr ? OnHeader() : OnChunk(exec_.get());
-    if (!status.ok()) {
-      End(status);
+    if (exec_ == nullptr) {
+      OnHeader();  // reads on once the call is admitted
       return;
     }
-    if (flow_ != nullptr) {
-      flow_->Begin();
+    if (absl::Status status = OnChunk(exec_.get()); !status.ok()) {
+      End(status);
       return;
     }
     request_.Clear();
@@ -135,7 +134,23 @@ class ExecuteStreamReactor final : public StreamReactor, private FlowStream::Rpc
     slices_.clear();
   }
 
-  absl::Status OnHeader() {
+  // The header: checked, then admitted for the call's whole budget, which
+  // may wait for a busy budget as a unary call does (Call::AdmitOrWait); no
+  // read or write is in flight meanwhile, so OnAdmitted may run on another
+  // thread (the one that freed the bytes, or the admission timer's).
+  void OnHeader() {
+    absl::StatusOr<std::unique_ptr<StreamedExecution>> exec = BeginExecution();
+    if (!exec.ok()) {
+      End(exec.status());
+      return;
+    }
+    const int64_t budget_bytes = (*exec)->budget_bytes();
+    admitting_ = *std::move(exec);
+    call_.AdmitOrWait(budget_bytes, AdmissionController::Queue::kLater,
+                      [this](absl::Status status, bool waited) { OnAdmitted(status, waited); });
+  }
+
+  absl::StatusOr<std::unique_ptr<StreamedExecution>> BeginExecution() {
     v1::ExecuteStreamRequest message;
     if (absl::Status s = Parse(&message); !s.ok()) return s;
     if (!message.has_header()) {
@@ -148,20 +163,36 @@ class ExecuteStreamReactor final : public StreamReactor, private FlowStream::Rpc
         StreamedExecution::Begin(pipeline_->registry(), header, pipeline_->limits());
     // The op label: the canonical name once the header is valid, else "unknown".
     call_.SetOp(header.op(), exec.ok() ? pipeline_->registry().Find(header.op()) : nullptr);
-    if (!exec.ok()) return exec.status();
-    if (absl::Status s = call_.Admit((*exec)->budget_bytes(), AdmissionController::Queue::kLater);
-        !s.ok()) {
-      return s;
+    return exec;
+  }
+
+  // The header's admission ended: the call starts (buffered, or flowing),
+  // or ends with the refusal. After a wait this runs outside any reaction,
+  // so it starts one operation, its last act (FlowStream::Begin says why).
+  void OnAdmitted(const absl::Status& admission, bool waited) {
+    std::unique_ptr<StreamedExecution> exec = std::move(admitting_);
+    absl::Status status = admission;
+    if (status.ok() && exec->flow()) {
+      absl::StatusOr<std::unique_ptr<FlowStream>> flow =
+          FlowStream::Make(this, &call_, ctx_, pipeline_->limits(), std::move(exec));
+      if (flow.ok()) {
+        flow_ = *std::move(flow);
+      } else {
+        status = flow.status();
+      }
+    } else if (status.ok()) {
+      exec_ = std::move(exec);
     }
-    if (!(*exec)->flow()) {
-      exec_ = *std::move(exec);
-      return absl::OkStatus();
+    if (!status.ok()) {
+      End(status);
+      return;
     }
-    absl::StatusOr<std::unique_ptr<FlowStream>> flow =
-        FlowStream::Make(this, &call_, ctx_, pipeline_->limits(), *std::move(exec));
-    if (!flow.ok()) return flow.status();
-    flow_ = *std::move(flow);
-    return absl::OkStatus();
+    if (flow_ != nullptr) {
+      flow_->Begin(/*in_reaction=*/!waited);
+      return;
+    }
+    request_.Clear();
+    StartRead(&request_);
   }
 
   // The chunk just read into `exec`; flowing, its output chunks to `out`.
@@ -275,6 +306,8 @@ class ExecuteStreamReactor final : public StreamReactor, private FlowStream::Rpc
   std::vector<grpc::Slice> slices_;  // request_'s, while a chunk is placed (ReleaseSlices)
   ChunkInPlace chunk_;
   std::unique_ptr<StreamedExecution> exec_;
+  // The execution the header began, while its admission waits (OnHeader).
+  std::unique_ptr<StreamedExecution> admitting_;
   int64_t sent_bytes_ = 0;
   // The output header is on its way (traceparent sent); atomic because a
   // flowing call's writes start on kernel threads too.

@@ -5,6 +5,7 @@
 #include <grpcpp/grpcpp.h>
 #include <zlib.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -480,7 +481,9 @@ TEST(StreamStallTest, StalledUploadEndsWithTheConnectionAge) {
 TEST(StreamAdmissionTest, StreamedBytesCountAgainstTheInflightBudget) {
   ServerProcess server;
   ASSERT_TRUE(
-      server.Start(TENSOROPS_SERVER_PATH, {"--metrics_port=0", "--max_inflight_bytes=100000000"})
+      server
+          .Start(TENSOROPS_SERVER_PATH,
+                 {"--metrics_port=0", "--max_inflight_bytes=100000000", "--budget_wait=500ms"})
           .ok());
   auto stub = v1::TensorOps::NewStub(
       grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
@@ -503,7 +506,10 @@ TEST(StreamAdmissionTest, StreamedBytesCountAgainstTheInflightBudget) {
     if (!held) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ASSERT_TRUE(held);
+  // It waits --budget_wait for the budget, as a unary call does, then is refused.
+  const auto t0 = Clock::now();
   Result second = Call(stub.get(), {header(20000000)});
+  EXPECT_GE(Clock::now() - t0, std::chrono::milliseconds(500));
   EXPECT_EQ(second.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(second.status.error_message(), HasSubstr("in-flight byte budget exhausted"));
   EXPECT_EQ(testing::ScrapeSample(server.metrics_port(), "tensorops_rejected_requests_total",
@@ -520,6 +526,62 @@ TEST(StreamAdmissionTest, StreamedBytesCountAgainstTheInflightBudget) {
   EXPECT_TRUE(released);
   EXPECT_EQ(Call(stub.get(), {header(20000000)}).status.error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);  // admitted now; then short of data
+}
+
+// A stream whose header finds the budget busy waits for it (--budget_wait,
+// first come first served) instead of being refused at once, and runs as
+// soon as the stream that held the budget goes.
+TEST(StreamAdmissionTest, AHeaderWaitsForABusyBudgetAndRunsWhenItFrees) {
+  ServerProcess server;
+  ASSERT_TRUE(
+      server
+          .Start(TENSOROPS_SERVER_PATH,
+                 {"--metrics_port=0", "--max_inflight_bytes=100000000", "--budget_wait=60s"})
+          .ok());
+  auto stub = v1::TensorOps::NewStub(
+      grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+  auto header = [](const std::string& data) {
+    v1::ExecuteStreamRequest h = Header(
+        "Reverse",
+        {{v1::DATA_TYPE_UINT8, {static_cast<int64_t>(data.size())}}, {v1::DATA_TYPE_INT64, {1}}},
+        {data, Bytes(std::vector<int64_t>{0})});
+    (*h.mutable_header()->mutable_attrs()->mutable_fields())["mode"].set_string_value("index");
+    return h;
+  };
+  // The first stream holds 80 MB of the 100 MB budget and sends nothing more.
+  grpc::ClientContext holder_ctx;
+  std::unique_ptr<Stream> holder = stub->ExecuteStream(&holder_ctx);
+  ASSERT_TRUE(holder->Write(header(std::string(40000000, '\0'))));
+  bool held = false;
+  for (int i = 0; i < 1000 && !held; ++i) {
+    held = testing::ScrapeSample(server.metrics_port(), "tensorops_inflight_bytes", {}) >= 80000000;
+    if (!held) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(held);
+  // A Reverse of 20 MB (40 MB with its output) does not fit next to it.
+  std::string data(20000000, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 31 % 251);
+  std::vector<v1::ExecuteStreamRequest> messages = {header(data)};
+  AddChunks(&messages, 0, data, 1 << 20);
+  AddChunks(&messages, 1, Bytes(std::vector<int64_t>{0}), 8);
+  std::atomic<bool> finished{false};
+  Result waiter;
+  std::thread call([&] {
+    waiter = Call(stub.get(), messages);
+    finished = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  EXPECT_FALSE(finished.load()) << "refused at once: " << waiter.status.error_message();
+  holder_ctx.TryCancel();
+  holder->Finish();
+  call.join();
+  ASSERT_TRUE(waiter.status.ok()) << waiter.status.error_code() << " "
+                                  << waiter.status.error_message();
+  std::string reversed(data.rbegin(), data.rend());
+  EXPECT_TRUE(waiter.output == reversed);
+  EXPECT_EQ(testing::ScrapeSample(server.metrics_port(), "tensorops_rejected_requests_total",
+                                  {{"limit", "inflight_bytes"}}),
+            0);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // AdmissionController and its RAII AdmissionTicket, in-process.
 #include "server/core/admission.h"
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <future>
 #include <optional>
@@ -245,8 +247,8 @@ TEST_F(AdmissionTest, AWaiterIsAdmittedWhenBytesComeBackAheadOfNewRequests) {
   AdmissionTicket ticket;
   Wait wait;
   // A gRPC message of 20 received whole, with an output of 30.
-  admission.WaitForBytes(&ticket, 50, 20, absl::Now() + absl::Seconds(60), refused.status(),
-                         wait.Done());
+  admission.WaitForBytes(&ticket, 50, Queue::kNow, 20, absl::Now() + absl::Seconds(60),
+                         refused.status(), nullptr, wait.Done());
   EXPECT_FALSE(wait.Ended());
   EXPECT_EQ(admission.waiting(), 1);
   // 10 bytes would fit what is free, but the waiter comes first.
@@ -269,6 +271,78 @@ TEST_F(AdmissionTest, AWaiterIsAdmittedWhenBytesComeBackAheadOfNewRequests) {
   EXPECT_EQ(admission.inflight_bytes(), 0);
 }
 
+// A stream's header waits as a unary call does, but is admitted for bytes
+// only: its queue slot comes when its upload is complete (EnterQueue), so a
+// full queue does not refuse it meanwhile.
+TEST_F(AdmissionTest, AStreamWaiterIsAdmittedWithoutAQueueSlot) {
+  AdmissionController admission = MakeController(1, 100);
+  Limit limit;
+  absl::StatusOr<AdmissionTicket> upload = admission.Admit(80, Queue::kLater, &limit);
+  ASSERT_TRUE(upload.ok());
+  absl::StatusOr<AdmissionTicket> queued = admission.Admit(10, Queue::kNow, &limit);
+  ASSERT_TRUE(queued.ok());  // the only queue slot
+  const absl::Status refusal = admission.Admit(50, Queue::kLater, &limit).status();
+  ASSERT_EQ(ErrorReason(refusal), "INFLIGHT_BYTES_EXHAUSTED");
+  AdmissionTicket ticket;
+  Wait wait;
+  admission.WaitForBytes(&ticket, 50, Queue::kLater, 0, absl::Now() + absl::Seconds(60), refusal,
+                         nullptr, wait.Done());
+  EXPECT_FALSE(wait.Ended());
+  // The bytes come back while the queue is still full: a unary waiter would
+  // be refused (QUEUE_FULL), the stream is admitted.
+  std::thread([&] { upload->Release(); }).join();
+  ASSERT_EQ(wait.result.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_TRUE(wait.result.get().ok());
+  EXPECT_TRUE(ticket.held());
+  EXPECT_FALSE(ticket.queued());
+  EXPECT_TRUE(ticket.request());
+  EXPECT_EQ(ticket.bytes(), 50);
+  EXPECT_EQ(admission.queued(), 1);
+  EXPECT_EQ(admission.inflight_requests(), 2);
+  // Its upload complete, it takes the slot once there is one.
+  EXPECT_EQ(ErrorReason(ticket.EnterQueue(&limit)), "QUEUE_FULL");
+  queued->Release();
+  ASSERT_TRUE(ticket.EnterQueue(&limit).ok());
+  EXPECT_EQ(admission.queued(), 1);
+  ticket.Release();
+  EXPECT_EQ(admission.queued(), 0);
+  EXPECT_EQ(admission.inflight_bytes(), 0);
+}
+
+// A waiter whose client left gives up its place (CANCELLED) within
+// kGonePoll, so the one behind it is not held back until its time.
+TEST_F(AdmissionTest, AWaiterWhoseClientLeftStepsAsideForTheNext) {
+  AdmissionController admission = MakeController(4, 100);
+  Limit limit;
+  absl::StatusOr<AdmissionTicket> held = admission.Admit(80, Queue::kNow, &limit);
+  ASSERT_TRUE(held.ok());
+  const absl::Status refusal = admission.Admit(50, Queue::kNow, &limit).status();
+  std::atomic<bool> gone{false};
+  AdmissionTicket first, second;
+  Wait first_wait, second_wait;
+  admission.WaitForBytes(
+      &first, 50, Queue::kNow, 0, absl::Now() + absl::Seconds(60), refusal,
+      [&gone] { return gone.load(); }, first_wait.Done());
+  // 10 bytes fit what is free, but the first waiter comes first.
+  admission.WaitForBytes(
+      &second, 10, Queue::kNow, 0, absl::Now() + absl::Seconds(60), refusal, [] { return false; },
+      second_wait.Done());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(first_wait.Ended());
+  EXPECT_FALSE(second_wait.Ended());
+  const absl::Time t0 = absl::Now();
+  gone = true;
+  ASSERT_EQ(first_wait.result.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(first_wait.result.get().code(), absl::StatusCode::kCancelled);
+  ASSERT_EQ(second_wait.result.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_TRUE(second_wait.result.get().ok());
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(5));
+  EXPECT_FALSE(first.held());
+  EXPECT_EQ(second.bytes(), 10);
+  EXPECT_EQ(admission.waiting(), 0);
+  EXPECT_EQ(admission.inflight_bytes(), 90);
+}
+
 TEST_F(AdmissionTest, AWaiterIsRefusedAtItsTimeOrAtClose) {
   AdmissionController admission = MakeController(4, 100);
   Limit limit;
@@ -279,7 +353,8 @@ TEST_F(AdmissionTest, AWaiterIsRefusedAtItsTimeOrAtClose) {
   AdmissionTicket timed;
   Wait wait;
   const absl::Time t0 = absl::Now();
-  admission.WaitForBytes(&timed, 50, 20, t0 + absl::Milliseconds(100), refusal, wait.Done());
+  admission.WaitForBytes(&timed, 50, Queue::kNow, 20, t0 + absl::Milliseconds(100), refusal,
+                         nullptr, wait.Done());
   ASSERT_EQ(wait.result.wait_for(std::chrono::seconds(10)), std::future_status::ready);
   const absl::Status s = wait.result.get();
   EXPECT_GE(absl::Now() - t0, absl::Milliseconds(100));
@@ -290,7 +365,8 @@ TEST_F(AdmissionTest, AWaiterIsRefusedAtItsTimeOrAtClose) {
   // The drain refuses what waits: UNAVAILABLE, as a new call.
   AdmissionTicket drained;
   Wait closed;
-  admission.WaitForBytes(&drained, 50, 20, absl::Now() + absl::Seconds(60), refusal, closed.Done());
+  admission.WaitForBytes(&drained, 50, Queue::kNow, 20, absl::Now() + absl::Seconds(60), refusal,
+                         nullptr, closed.Done());
   admission.Close();
   ASSERT_TRUE(closed.Ended());
   EXPECT_EQ(closed.result.get().code(), absl::StatusCode::kUnavailable);
@@ -310,17 +386,19 @@ TEST_F(AdmissionTest, AWaitingReservationBecomesTheTicketAndWaitersHoldAtMostOne
   ASSERT_EQ(ErrorReason(refusal), "INFLIGHT_BYTES_EXHAUSTED");
   // The body is counted by its reservation: it holds nothing outside the budget.
   Wait wait;
-  admission.WaitForBytes(&*body, 70, 0, absl::Now() + absl::Seconds(60), refusal, wait.Done());
+  admission.WaitForBytes(&*body, 70, Queue::kNow, 0, absl::Now() + absl::Seconds(60), refusal,
+                         nullptr, wait.Done());
   // Messages received whole wait while what they hold fits the budget once:
   // 60 does, and asks for more than is free behind the body (what they ask
   // for is bounded by their time, not here); another 50 would make 110.
   AdmissionTicket second;
   Wait second_wait;
-  admission.WaitForBytes(&second, 90, 60, absl::Now() + absl::Seconds(60), refusal,
-                         second_wait.Done());
+  admission.WaitForBytes(&second, 90, Queue::kNow, 60, absl::Now() + absl::Seconds(60), refusal,
+                         nullptr, second_wait.Done());
   AdmissionTicket third;
   Wait full;
-  admission.WaitForBytes(&third, 60, 50, absl::Now() + absl::Seconds(60), refusal, full.Done());
+  admission.WaitForBytes(&third, 60, Queue::kNow, 50, absl::Now() + absl::Seconds(60), refusal,
+                         nullptr, full.Done());
   ASSERT_TRUE(full.Ended());
   EXPECT_EQ(ErrorReason(full.result.get()), "INFLIGHT_BYTES_EXHAUSTED");
   EXPECT_FALSE(wait.Ended());
