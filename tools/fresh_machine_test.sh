@@ -99,6 +99,10 @@ start=$SECONDS
 rc=0
 unshare --mount --propagation private -- /bin/bash -euo pipefail -c '
   F=$1
+  # The root is a mount of its own, as on a machine: Podman storage
+  # remounts "/" private, which fails on a plain directory ("remount /,
+  # flags: 0x44000: invalid argument" when the container tests import an image).
+  mount --bind "$F" "$F"
   mount -t proc proc "$F/proc"
   mount --rbind /sys "$F/sys"
   mount --rbind /dev "$F/dev"

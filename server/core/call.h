@@ -131,8 +131,9 @@ class CallPipeline {
     SpanExporter* spans = nullptr;
     Sampler sampler;  // OTEL_TRACES_SAMPLER, _ARG
     // How long a unary call, or a stream at its header, refused only because
-    // the in-flight budget is busy waits for it (AdmissionController::WaitForBytes; also bounded by
-    // the call's deadline) before its refusal goes out; 0: refused at once.
+    // the in-flight budget is busy waits for it (Call::AdmitOrWait; also
+    // bounded by the call's deadline) before its refusal goes out; 0: refused
+    // at once.
     absl::Duration budget_wait = kDefaultBudgetWait;
   };
 
