@@ -225,10 +225,13 @@ log "tensorops-1..3: healthy (HEALTHCHECK: $(podman inspect --format '{{join .Co
 # HAProxy's container has (docker-compose.yml, x-arp-refresh, "networks"):
 # a restarted replica's new MAC is learnt in ~3 s, not ~40. The bridge and its
 # settings go away at `down -v`.
+# Where /proc/sys is read-only (a test run inside a container) the host keeps
+# its defaults: only the proxyless figures grow (by up to ~40 s, within
+# PROXYLESS_REFIND_S); HAProxy's bound (steps 6, 7) does not depend on it.
 BRIDGE=$(podman network inspect --format '{{.NetworkInterface}}' "${COMPOSE_PROJECT_NAME}_default")
 while read -r key value; do
-  echo "$value" >"/proc/sys/net/ipv4/neigh/$BRIDGE/$key" \
-    || fail "cannot set net.ipv4.neigh.$BRIDGE.$key (the host's side of the stack's network)"
+  echo "$value" 2>/dev/null >"/proc/sys/net/ipv4/neigh/$BRIDGE/$key" \
+    || log "could not set net.ipv4.neigh.$BRIDGE.$key: the host keeps its ARP defaults"
 done < <(python3 - "$COMPOSE_FILE" <<'PY'
 import sys, yaml
 for k, v in yaml.safe_load(open(sys.argv[1]))["x-arp-refresh"].items():
