@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "kernels/kernel_isa.h"
 
@@ -57,6 +58,11 @@ struct ScalarOf<16> {
   using type = Bytes16;
 };
 
+// WithLaneWidth over the widths of `kWidths`.
+template <typename Fn, int... kWidths>
+bool WithLaneWidthIn(int64_t width, Fn&& fn, std::integer_sequence<int, kWidths...>) {
+  return ((width == kWidths && (fn(std::integral_constant<int, kWidths>{}), true)) || ...);
+}
 // Calls fn(std::integral_constant<int, W>{}) for a lane width W of 1, 2, 4,
 // 8 or 16 bytes and returns true; false (fn not called) for any other width:
 // the one switch from a runtime width to the kernels instantiated per width.
@@ -65,25 +71,7 @@ struct ScalarOf<16> {
 //   if (WithLaneWidth(block, [&](auto w) { ReverseRowsOf<decltype(w)::value>(a); })) return;
 template <typename Fn>
 bool WithLaneWidth(int64_t width, Fn&& fn) {
-  switch (width) {
-    case 1:
-      fn(std::integral_constant<int, 1>{});
-      return true;
-    case 2:
-      fn(std::integral_constant<int, 2>{});
-      return true;
-    case 4:
-      fn(std::integral_constant<int, 4>{});
-      return true;
-    case 8:
-      fn(std::integral_constant<int, 8>{});
-      return true;
-    case 16:
-      fn(std::integral_constant<int, 16>{});
-      return true;
-    default:
-      return false;
-  }
+  return WithLaneWidthIn(width, fn, std::integer_sequence<int, 1, 2, 4, 8, 16>{});
 }
 
 #if defined(__x86_64__)
