@@ -232,16 +232,13 @@ ExecuteResult Client::Impl::Call(absl::string_view op, const Attrs& attrs,
   // again as they are by a retry.
   const grpc::ByteBuffer body = client_internal::EncodeExecuteRequest(&request, outside);
   // One deadline for every attempt.
-  const std::chrono::milliseconds d = call.deadline.value_or(options.default_deadline);
-  const auto deadline = d.count() > 0 ? std::chrono::system_clock::now() + d
-                                      : std::chrono::system_clock::time_point::max();
+  const auto deadline = CallDeadline(call);
   grpc::ByteBuffer reply;
   // One trace for every attempt.
   const std::string traceparent = Traceparent(call);
   for (int attempt = 1;; ++attempt) {
     grpc::ClientContext ctx;
-    SetDeadline(call, &ctx);
-    if (d.count() > 0) ctx.set_deadline(deadline);
+    SetDeadline(deadline, &ctx);
     AddTrace(call, traceparent, &ctx);
     reply.Clear();
     st = FromGrpcStatus(grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
@@ -281,10 +278,7 @@ struct Client::Impl::AsyncCall {
   static void Attempt(AsyncCall* c) {
     ++c->attempt;
     c->ctx = std::make_unique<grpc::ClientContext>();
-    c->impl->SetDeadline(c->call, c->ctx.get());
-    if (c->deadline != std::chrono::system_clock::time_point::max()) {
-      c->ctx->set_deadline(c->deadline);
-    }
+    c->impl->SetDeadline(c->deadline, c->ctx.get());
     Impl::AddTrace(c->call, c->traceparent, c->ctx.get());
     c->reply.Clear();
     grpc::internal::CallbackUnaryCall(c->impl->channel.get(), *c->impl->execute_method,

@@ -91,11 +91,16 @@ struct Client::Impl {
                          : std::chrono::system_clock::time_point::max();
   }
 
-  // Per-call context: the deadline and, when configured, the bearer token.
-  void SetDeadline(const CallOptions& call, grpc::ClientContext* ctx) const {
-    const std::chrono::milliseconds d = call.deadline.value_or(options.default_deadline);
-    if (d.count() > 0) ctx->set_deadline(std::chrono::system_clock::now() + d);
+  // An attempt's context: `deadline` (CallDeadline's, the same for every
+  // attempt of a call; time_point::max() for none) and, when configured,
+  // the bearer token.
+  void SetDeadline(std::chrono::system_clock::time_point deadline, grpc::ClientContext* ctx) const {
+    if (deadline != std::chrono::system_clock::time_point::max()) ctx->set_deadline(deadline);
     if (!authorization.empty()) ctx->AddMetadata("authorization", authorization);
+  }
+  // The same for a call of one attempt.
+  void SetDeadline(const CallOptions& call, grpc::ClientContext* ctx) const {
+    SetDeadline(CallDeadline(call), ctx);
   }
 
   // The traceparent an Execute sends: the caller's, a new trace's when the

@@ -418,8 +418,7 @@ absl::Status Client::Impl::StreamAttempt(const grpc::ByteBuffer& header_buffer,
                                          ProgressState* progress, bool* output_started) const {
   const int64_t chunk_bytes = std::max<int64_t>(1, options.stream_chunk_bytes);
   grpc::ClientContext ctx;
-  SetDeadline(call, &ctx);
-  if (deadline != std::chrono::system_clock::time_point::max()) ctx.set_deadline(deadline);
+  SetDeadline(deadline, &ctx);
   AddTrace(call, traceparent, &ctx);
   std::unique_ptr<RawStream> stream(
       grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
@@ -454,12 +453,11 @@ absl::Status Client::Impl::StreamAttempt(const grpc::ByteBuffer& header_buffer,
   if (!send_error.ok()) st = send_error;
   if (!reply_error.ok()) st = reply_error;
   if (st.ok()) st = reader.Check();
-  for (const StreamedOutput& o : reader.outputs()) *output_started = *output_started || o.started;
-  if (!st.ok()) {
+  for (const StreamedOutput& o : reader.outputs()) {
+    if (!o.started) continue;
+    *output_started = true;
     // Output already placed is void (a flowing call's bytes come before its status).
-    for (const StreamedOutput& o : reader.outputs()) {
-      if (o.started) o.sink->Discard();
-    }
+    if (!st.ok()) o.sink->Discard();
   }
   return st;
 }
