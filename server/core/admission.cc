@@ -172,23 +172,31 @@ void AdmissionController::WaitForBytes(AdmissionTicket* ticket, int64_t bytes, Q
   RunEnded(std::move(ended));
 }
 
-void AdmissionController::Pump(absl::Time now, Ended* ended) {
-  // A waiter whose client left would otherwise hold its place, and the head
-  // of the line, until its time (a burst's calls cut by gRPC's memory quota
-  // kept the budget's waiters from it for seconds).
+template <typename Pred, typename StatusOf>
+void AdmissionController::EndWaitersIf(Pred pred, Ended* ended, StatusOf status_of) {
   for (auto it = waiters_.begin(); it != waiters_.end();) {
-    if (!it->gone || !it->gone()) {
+    if (!pred(*it)) {
       ++it;
       continue;
     }
     waiting_bytes_ -= it->growth;
     waiting_held_ -= it->held;
-    ended->emplace_back(
-        std::move(it->done),
-        absl::CancelledError("the call was cancelled (client cancel, deadline or "
-                             "disconnect) while it waited for the in-flight budget"));
+    ended->emplace_back(std::move(it->done), status_of(*it));
     it = waiters_.erase(it);
   }
+}
+
+void AdmissionController::Pump(absl::Time now, Ended* ended) {
+  // A waiter whose client left would otherwise hold its place, and the head
+  // of the line, until its time (a burst's calls cut by gRPC's memory quota
+  // kept the budget's waiters from it for seconds).
+  EndWaitersIf([](const Waiter& w) { return w.gone && w.gone(); }, ended,
+               [](Waiter&) {
+                 return absl::CancelledError(
+                     "the call was cancelled (client cancel, deadline or disconnect) while it "
+                     "waited for the "
+                     "in-flight budget");
+               });
   // First come, first served: the head waits until it fits, the others
   // behind it (a big call is not starved by small ones).
   while (!waiters_.empty() && bytes_ + waiters_.front().growth <= max_inflight_bytes_) {
@@ -212,16 +220,8 @@ void AdmissionController::Pump(absl::Time now, Ended* ended) {
     ended->emplace_back(std::move(w.done), std::move(s));
     waiters_.pop_front();
   }
-  for (auto it = waiters_.begin(); it != waiters_.end();) {
-    if (it->until > now) {
-      ++it;
-      continue;
-    }
-    waiting_bytes_ -= it->growth;
-    waiting_held_ -= it->held;
-    ended->emplace_back(std::move(it->done), std::move(it->refusal));
-    it = waiters_.erase(it);
-  }
+  EndWaitersIf([now](const Waiter& w) { return w.until <= now; }, ended,
+               [](Waiter& w) { return std::move(w.refusal); });
 }
 
 void AdmissionController::RunEnded(Ended ended) {

@@ -162,6 +162,10 @@ class AdmissionController {
   // Every waiter ended with the shutdown's refusal (Close, the destructor).
   void EndWaitersLocked(Ended* ended);
   void Pump(absl::Time now, Ended* ended);
+  // Ends (out of line, appended to *ended with status_of(waiter)) every
+  // waiter for which pred(waiter) holds.
+  template <typename Pred, typename StatusOf>
+  void EndWaitersIf(Pred pred, Ended* ended, StatusOf status_of);
   // Runs each ended waiter's callback (mu_ not held).
   static void RunEnded(Ended ended);
   void TimerLoop();

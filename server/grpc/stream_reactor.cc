@@ -145,9 +145,10 @@ class ExecuteStreamReactor final : public StreamReactor, private FlowStream::Rpc
       return;
     }
     const int64_t budget_bytes = (*exec)->budget_bytes();
-    admitting_ = *std::move(exec);
     call_.AdmitOrWait(budget_bytes, AdmissionController::Queue::kLater,
-                      [this](absl::Status status, bool waited) { OnAdmitted(status, waited); });
+                      [this, exec = *std::move(exec)](absl::Status status, bool waited) mutable {
+                        OnAdmitted(status, waited, std::move(exec));
+                      });
   }
 
   absl::StatusOr<std::unique_ptr<StreamedExecution>> BeginExecution() {
@@ -169,30 +170,26 @@ class ExecuteStreamReactor final : public StreamReactor, private FlowStream::Rpc
   // The header's admission ended: the call starts (buffered, or flowing),
   // or ends with the refusal. After a wait this runs outside any reaction,
   // so it starts one operation, its last act (FlowStream::Begin says why).
-  void OnAdmitted(const absl::Status& admission, bool waited) {
-    std::unique_ptr<StreamedExecution> exec = std::move(admitting_);
-    absl::Status status = admission;
-    if (status.ok() && exec->flow()) {
-      absl::StatusOr<std::unique_ptr<FlowStream>> flow =
-          FlowStream::Make(this, &call_, ctx_, pipeline_->limits(), std::move(exec));
-      if (flow.ok()) {
-        flow_ = *std::move(flow);
-      } else {
-        status = flow.status();
-      }
-    } else if (status.ok()) {
+  void OnAdmitted(const absl::Status& admission, bool waited,
+                  std::unique_ptr<StreamedExecution> exec) {
+    if (!admission.ok()) {
+      End(admission);
+      return;
+    }
+    if (!exec->flow()) {
       exec_ = std::move(exec);
-    }
-    if (!status.ok()) {
-      End(status);
+      request_.Clear();
+      StartRead(&request_);
       return;
     }
-    if (flow_ != nullptr) {
-      flow_->Begin(/*in_reaction=*/!waited);
+    absl::StatusOr<std::unique_ptr<FlowStream>> flow =
+        FlowStream::Make(this, &call_, ctx_, pipeline_->limits(), std::move(exec));
+    if (!flow.ok()) {
+      End(flow.status());
       return;
     }
-    request_.Clear();
-    StartRead(&request_);
+    flow_ = *std::move(flow);
+    flow_->Begin(/*in_reaction=*/!waited);
   }
 
   // The chunk just read into `exec`; flowing, its output chunks to `out`.
@@ -306,8 +303,6 @@ class ExecuteStreamReactor final : public StreamReactor, private FlowStream::Rpc
   std::vector<grpc::Slice> slices_;  // request_'s, while a chunk is placed (ReleaseSlices)
   ChunkInPlace chunk_;
   std::unique_ptr<StreamedExecution> exec_;
-  // The execution the header began, while its admission waits (OnHeader).
-  std::unique_ptr<StreamedExecution> admitting_;
   int64_t sent_bytes_ = 0;
   // The output header is on its way (traceparent sent); atomic because a
   // flowing call's writes start on kernel threads too.
