@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -103,6 +104,28 @@ void AddChunks(std::vector<v1::ExecuteStreamRequest>* out, uint32_t tensor, cons
   }
 }
 
+// Polls `cond` every 10 ms for up to 10 s (the server sees a client's cancel
+// or a header a moment after the client sends it); true once it holds.
+bool Eventually(const std::function<bool()>& cond) {
+  for (int i = 0; i < 1000; ++i) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+std::unique_ptr<v1::TensorOps::Stub> StubOf(const ServerProcess& server) {
+  return v1::TensorOps::NewStub(
+      grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+}
+
+double InflightBytes(int metrics_port) {
+  return testing::ScrapeSample(metrics_port, "tensorops_inflight_bytes", {});
+}
+double InflightRequests(int metrics_port) {
+  return testing::ScrapeSample(metrics_port, "tensorops_inflight_requests", {});
+}
+
 class StreamProtocolTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -122,8 +145,7 @@ class StreamProtocolTest : public ::testing::Test {
   }
   void SetUp() override {
     ASSERT_NE(server_, nullptr);
-    stub_ = v1::TensorOps::NewStub(
-        grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+    stub_ = StubOf(*server_);
   }
 
   // Roll of int32 [rows, 3] by shift 1 on axis 0, with its inputs as bytes.
@@ -411,18 +433,14 @@ TEST_F(StreamProtocolTest, CancelledStreamFreesItsMemory) {
       ASSERT_TRUE(stream->Write(Chunk(0, sent, piece)));
     }
     // The server holds the upload: in flight and in bytes.
-    EXPECT_EQ(testing::ScrapeSample(server_->metrics_port(), "tensorops_inflight_requests", {}), 1);
-    EXPECT_EQ(testing::ScrapeSample(server_->metrics_port(), "tensorops_inflight_bytes", {}),
-              2.0 * rows * 4);
+    EXPECT_EQ(InflightRequests(server_->metrics_port()), 1);
+    EXPECT_EQ(InflightBytes(server_->metrics_port()), 2.0 * rows * 4);
     ctx.TryCancel();
     EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
-    bool released = false;
-    for (int i = 0; i < 1000 && !released; ++i) {
-      released =
-          testing::ScrapeSample(server_->metrics_port(), "tensorops_inflight_requests", {}) == 0 &&
-          testing::ScrapeSample(server_->metrics_port(), "tensorops_inflight_bytes", {}) == 0;
-      if (!released) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    const bool released = Eventually([&] {
+      return InflightRequests(server_->metrics_port()) == 0 &&
+             InflightBytes(server_->metrics_port()) == 0;
+    });
     EXPECT_TRUE(released);
     // The input went to the buffer cache, which returns it to the OS after
     // --buffer_cache_idle (200 ms here).
@@ -453,8 +471,7 @@ TEST(StreamStallTest, StalledUploadEndsWithTheConnectionAge) {
                   .Start(TENSOROPS_SERVER_PATH, {"--metrics_port=0", "--max_connection_age=1s",
                                                  "--max_connection_age_grace=1s"})
                   .ok());
-  auto stub = v1::TensorOps::NewStub(
-      grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+  auto stub = StubOf(server);
   grpc::ClientContext ctx;  // no deadline: only the server can end it
   std::unique_ptr<Stream> stream = stub->ExecuteStream(&ctx);
   ASSERT_TRUE(stream->Write(
@@ -468,12 +485,10 @@ TEST(StreamStallTest, StalledUploadEndsWithTheConnectionAge) {
   EXPECT_LT(seconds, 30) << status.error_code() << " " << status.error_message();
   std::printf("stalled upload ended after %.1f s: %d %s\n", seconds, status.error_code(),
               status.error_message().c_str());
-  bool released = false;
-  for (int i = 0; i < 1000 && !released; ++i) {
-    released = testing::ScrapeSample(server.metrics_port(), "tensorops_inflight_bytes", {}) == 0 &&
-               testing::ScrapeSample(server.metrics_port(), "tensorops_inflight_requests", {}) == 0;
-    if (!released) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  const bool released = Eventually([&] {
+    return InflightBytes(server.metrics_port()) == 0 &&
+           InflightRequests(server.metrics_port()) == 0;
+  });
   EXPECT_TRUE(released);
 }
 
@@ -485,8 +500,7 @@ TEST(StreamAdmissionTest, StreamedBytesCountAgainstTheInflightBudget) {
           .Start(TENSOROPS_SERVER_PATH,
                  {"--metrics_port=0", "--max_inflight_bytes=100000000", "--budget_wait=500ms"})
           .ok());
-  auto stub = v1::TensorOps::NewStub(
-      grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+  auto stub = StubOf(server);
   auto header = [](int64_t n) {
     return Header("Reverse", {{v1::DATA_TYPE_UINT8, {n}}, {v1::DATA_TYPE_INT64, {0}}}, {});
   };
@@ -500,11 +514,7 @@ TEST(StreamAdmissionTest, StreamedBytesCountAgainstTheInflightBudget) {
   grpc::ClientContext ctx;
   std::unique_ptr<Stream> first = stub->ExecuteStream(&ctx);
   ASSERT_TRUE(first->Write(header(40000000)));
-  bool held = false;
-  for (int i = 0; i < 1000 && !held; ++i) {
-    held = testing::ScrapeSample(server.metrics_port(), "tensorops_inflight_bytes", {}) == 80000000;
-    if (!held) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  const bool held = Eventually([&] { return InflightBytes(server.metrics_port()) == 80000000; });
   ASSERT_TRUE(held);
   // It waits --budget_wait for the budget, as a unary call does, then is refused.
   const auto t0 = Clock::now();
@@ -518,11 +528,7 @@ TEST(StreamAdmissionTest, StreamedBytesCountAgainstTheInflightBudget) {
   ctx.TryCancel();
   first->Finish();
   // The server sees the cancel a moment after the client does.
-  bool released = false;
-  for (int i = 0; i < 1000 && !released; ++i) {
-    released = testing::ScrapeSample(server.metrics_port(), "tensorops_inflight_bytes", {}) == 0;
-    if (!released) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  const bool released = Eventually([&] { return InflightBytes(server.metrics_port()) == 0; });
   EXPECT_TRUE(released);
   EXPECT_EQ(Call(stub.get(), {header(20000000)}).status.error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);  // admitted now; then short of data
@@ -538,8 +544,7 @@ TEST(StreamAdmissionTest, AHeaderWaitsForABusyBudgetAndRunsWhenItFrees) {
           .Start(TENSOROPS_SERVER_PATH,
                  {"--metrics_port=0", "--max_inflight_bytes=100000000", "--budget_wait=60s"})
           .ok());
-  auto stub = v1::TensorOps::NewStub(
-      grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+  auto stub = StubOf(server);
   auto header = [](const std::string& data) {
     v1::ExecuteStreamRequest h = Header(
         "Reverse",
@@ -552,11 +557,7 @@ TEST(StreamAdmissionTest, AHeaderWaitsForABusyBudgetAndRunsWhenItFrees) {
   grpc::ClientContext holder_ctx;
   std::unique_ptr<Stream> holder = stub->ExecuteStream(&holder_ctx);
   ASSERT_TRUE(holder->Write(header(std::string(40000000, '\0'))));
-  bool held = false;
-  for (int i = 0; i < 1000 && !held; ++i) {
-    held = testing::ScrapeSample(server.metrics_port(), "tensorops_inflight_bytes", {}) >= 80000000;
-    if (!held) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  const bool held = Eventually([&] { return InflightBytes(server.metrics_port()) >= 80000000; });
   ASSERT_TRUE(held);
   // A Reverse of 20 MB (40 MB with its output) does not fit next to it.
   std::string data(20000000, '\0');
