@@ -245,15 +245,24 @@ phase "compose up until all replicas healthy"
 ip_of() {
   podman inspect --format '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}' "$(cid "$1")" | awk '{print $1}'
 }
-# Roll calls that replica $1 (1..3) answered OK, from its own /metrics;
-# $2 is the method label (Execute: gRPC; REST: the HTTP door).
-roll_ok() {
-  local ip metrics method=${2:-Execute}
-  ip=$(ip_of "tensorops-$1") && [ -n "$ip" ] || { echo "tensorops-$1 has no address" >&2; return 1; }
-  metrics=$(curl -sf --max-time 3 "http://$ip:9464/metrics") \
-    || { echo "no /metrics from tensorops-$1 ($ip:9464)" >&2; return 1; }
+# Roll calls that the replica at address $1 answered OK, from its own
+# /metrics; $2 is the method label (Execute: gRPC; REST: the HTTP door).
+roll_ok_at() {
+  local metrics method=${2:-Execute}
+  metrics=$(curl -sf --max-time 3 "http://$1:9464/metrics") \
+    || { echo "no /metrics from $1:9464" >&2; return 1; }
   awk -v m="method=\"$method\"" '/^tensorops_requests_total\{/ && index($0, m) && /op="Roll"/ && /code="OK"/ { n += $NF }
        END { printf "%d\n", n }' <<<"$metrics"
+}
+# The same for replica $1 (1..3), at the address it has now.
+roll_ok() {
+  local ip
+  ip=$(ip_of "tensorops-$1") && [ -n "$ip" ] || { echo "tensorops-$1 has no address" >&2; return 1; }
+  roll_ok_at "$ip" "${2:-Execute}"
+}
+# True when the replica at address $1 answers SERVING itself.
+serving_at() {
+  [ "$("$CLI" --target "$1:50051" --deadline 1s health --service tensorops.v1.TensorOps 2>/dev/null)" = SERVING ]
 }
 
 # --- 2p. SDK callers straight to the replicas (issue 48) -----------------------
@@ -371,12 +380,8 @@ phase "Prometheus"
 lb_finds_again() {
   local i=$1 ip=$2 t_up="" n took
   for _ in $(seq 450); do   # 90 s
-    if [ -z "$t_up" ] && [ "$("$CLI" --target "$ip:50051" --deadline 1s health \
-        --service tensorops.v1.TensorOps 2>/dev/null)" = SERVING ]; then
-      t_up=$EPOCHREALTIME
-    fi
-    n=$(curl -sf --max-time 3 "http://$ip:9464/metrics" | awk '/^tensorops_requests_total\{/ &&
-      /method="Execute"/ && /op="Roll"/ && /code="OK"/ { n += $NF } END { printf "%d\n", n }')
+    [ -z "$t_up" ] && serving_at "$ip" && t_up=$EPOCHREALTIME
+    n=$(roll_ok_at "$ip" 2>/dev/null || echo 0)
     if [ -n "$t_up" ] && [ "${n:-0}" -gt 0 ]; then
       took=$(awk -v a="$t_up" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
       awk -v t="$took" -v max="$ARP_REFRESH_BOUND" 'BEGIN { exit !(t <= max) }' \

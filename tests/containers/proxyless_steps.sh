@@ -25,7 +25,7 @@
 #   c. kill -9 of tensorops-1's server under that load: no call lost; it
 #      gets calls again after its restart policy brings it back.
 # Needs from compose_test.sh: CLI, DRIVER, W, CONCURRENCY, LB,
-# TENSOROPS_SUBNET_PREFIX, PIDS, and cid, ip_of, roll_ok, is_healthy,
+# TENSOROPS_SUBNET_PREFIX, PIDS, and cid, ip_of, roll_ok_at, serving_at, is_healthy,
 # compose, log, fail, wait_for, phase.
 
 DIRECT="dns://$TENSOROPS_SUBNET_PREFIX.1:53/tensorops:50051"
@@ -45,10 +45,7 @@ pid_of() { podman inspect --format '{{.State.Pid}}' "$(cid "$1")"; }
 # on a loaded machine).
 declare -A IP=()
 for i in 1 2 3; do IP[$i]=$(ip_of "tensorops-$i"); done
-calls_of() {
-  curl -sf --max-time 3 "http://${IP[$1]}:9464/metrics" \
-    | awk '/^tensorops_requests_total\{/ && /method="Execute"/ && /op="Roll"/ && /code="OK"/ { n += $NF } END { printf "%d\n", n }'
-}
+calls_of() { roll_ok_at "${IP[$1]}" 2>/dev/null || echo 0; }
 
 # The load driver under python's rusage: the callers' own CPU seconds go to
 # $W/$1.cpu. Arguments after the first go to the driver.
@@ -120,9 +117,7 @@ serving() { [ "$(calls_of "$1")" -gt 0 ]; }   # its counters start at 0 in a new
 # address), the start of what the SDK's re-find takes; T_FOUND: when its
 # /metrics first counted a call.
 declare -A T_START=() T_UP=() T_FOUND=()
-up_itself() {
-  [ "$("$CLI" --target "${IP[$1]}:50051" --deadline 1s health --service tensorops.v1.TensorOps 2>/dev/null)" = SERVING ]
-}
+up_itself() { serving_at "${IP[$1]}"; }
 note_found() {
   local j
   for j in "${!T_START[@]}"; do
